@@ -1,0 +1,48 @@
+// Package cloudsrc opens inputs and stores outputs by URL scheme: a local
+// path or gs://bucket/prefix. Retries and concurrency limits live here, so
+// the pipeline never sees which storage it talks to.
+package cloudsrc
+
+import (
+	"context"
+	"io"
+)
+
+// Object is one listed input.
+type Object struct {
+	Key  string // path relative to the source root, '/'-separated
+	Size int64
+}
+
+// Source lists and opens the objects under one root.
+type Source interface {
+	// List returns every object under the root, sorted by Key.
+	List(ctx context.Context) ([]Object, error)
+	// Open opens the object with the given key.
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	// URI returns the full address of key, for messages and manifests.
+	URI(key string) string
+	// LocalPath returns the file behind key when the source is a local
+	// folder, so tools such as ffmpeg can seek in it; "" otherwise.
+	LocalPath(key string) string
+}
+
+// Sink is where shards end up. Writers always write into the local Dir;
+// Publish makes one finished file visible at the destination.
+type Sink interface {
+	// Dir is the local folder that shards are written into.
+	Dir() string
+	// Publish hands over a finished file in Dir (uploading it for a remote
+	// destination). It may return before the upload ends; Wait reports it.
+	Publish(ctx context.Context, name string) error
+	// ReadFile reads a file at the destination (the manifest, on --resume).
+	ReadFile(ctx context.Context, name string) ([]byte, error)
+	// List names the files at the destination.
+	List(ctx context.Context) ([]string, error)
+	// Remove deletes a file at the destination.
+	Remove(ctx context.Context, name string) error
+	// URI is the destination's address, for messages.
+	URI() string
+	// Wait blocks until every Publish has finished.
+	Wait() error
+}

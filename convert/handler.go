@@ -1,0 +1,77 @@
+package convert
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/fnv"
+	"math/rand/v2"
+
+	"github.com/prep-dev/prep/formats"
+)
+
+// Input is one fetched input file.
+type Input struct {
+	Key    string // relative key, '/'-separated: "cat/001.jpg"
+	Source string // full path or URI, for messages and manifests
+	Label  int64  // class index or formats.NoLabel
+	Data   []byte // the whole file
+	Path   string // local file path when the source is local, else ""
+}
+
+// Handler turns one input into its augmented samples. It must be safe for
+// concurrent use and deterministic: the same input, copy and seed give the
+// same samples, in the same order.
+type Handler interface {
+	// Samples decodes in and applies the recipe with rng; copy is the
+	// augmentation copy number (0 when --copies is 1).
+	Samples(ctx context.Context, in *Input, copy int, rng *rand.Rand) ([]formats.Sample, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, in *Input, copy int, rng *rand.Rand) ([]formats.Sample, error)
+
+// Samples calls f.
+func (f HandlerFunc) Samples(ctx context.Context, in *Input, copy int, rng *rand.Rand) ([]formats.Sample, error) {
+	return f(ctx, in, copy, rng)
+}
+
+// SampleSeed derives the per-sample seed from the run's seed, the input key
+// and the copy number, so results never depend on scheduling.
+func SampleSeed(seed uint64, key string, copy int) (uint64, uint64) {
+	h := fnv.New128a()
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], seed)
+	binary.LittleEndian.PutUint64(b[8:], uint64(copy))
+	h.Write(b[:])
+	h.Write([]byte(key))
+	sum := h.Sum(nil)
+	return binary.LittleEndian.Uint64(sum[:8]), binary.LittleEndian.Uint64(sum[8:])
+}
+
+// NewRand returns the per-sample generator for (seed, key, copy).
+func NewRand(seed uint64, key string, copy int) *rand.Rand {
+	s1, s2 := SampleSeed(seed, key, copy)
+	return rand.New(rand.NewPCG(s1, s2))
+}
+
+// CopyKey is the sample key of one augmentation copy of an input.
+func CopyKey(key string, copy, copies int) string {
+	if copies <= 1 {
+		return key
+	}
+	return key + "#c" + itoa(copy)
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	if n == 0 {
+		return "0"
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}

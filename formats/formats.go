@@ -1,0 +1,178 @@
+// Package formats defines the data model shared by every decoder and shard
+// writer: a Sample is a keyed, labelled set of named dense tensors.
+package formats
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DType names an element type the way numpy spells it ("uint8", "float32").
+type DType string
+
+// Element types understood by the shard writers.
+const (
+	Bool       DType = "bool"
+	Int8       DType = "int8"
+	Int16      DType = "int16"
+	Int32      DType = "int32"
+	Int64      DType = "int64"
+	Uint8      DType = "uint8"
+	Uint16     DType = "uint16"
+	Uint32     DType = "uint32"
+	Uint64     DType = "uint64"
+	Float16    DType = "float16"
+	Float32    DType = "float32"
+	Float64    DType = "float64"
+	Complex64  DType = "complex64"
+	Complex128 DType = "complex128"
+)
+
+// Size returns the element size in bytes, or 0 for an unknown type.
+func (d DType) Size() int {
+	switch d {
+	case Bool, Int8, Uint8:
+		return 1
+	case Int16, Uint16, Float16:
+		return 2
+	case Int32, Uint32, Float32:
+		return 4
+	case Int64, Uint64, Float64, Complex64:
+		return 8
+	case Complex128:
+		return 16
+	}
+	return 0
+}
+
+// Tensor is a dense array in C order with little-endian elements.
+type Tensor struct {
+	DType DType
+	Shape []int
+	Data  []byte
+}
+
+// Len returns the number of elements the shape describes.
+func (t Tensor) Len() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Validate checks that Data holds exactly Shape × itemsize bytes.
+func (t Tensor) Validate() error {
+	size := t.DType.Size()
+	if size == 0 {
+		return fmt.Errorf("unknown dtype %q", t.DType)
+	}
+	if want := t.Len() * size; want != len(t.Data) {
+		return fmt.Errorf("shape %v of %s needs %d bytes, have %d", t.Shape, t.DType, want, len(t.Data))
+	}
+	return nil
+}
+
+// SameShape reports whether a and b have equal dtype and shape.
+func SameShape(a, b Tensor) bool {
+	if a.DType != b.DType || len(a.Shape) != len(b.Shape) {
+		return false
+	}
+	for i := range a.Shape {
+		if a.Shape[i] != b.Shape[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Field is one named tensor of a sample; each name becomes a dataset (HDF5)
+// or a member suffix (tar).
+type Field struct {
+	Name string
+	Tensor
+}
+
+// DataField is the name of a sample's primary tensor.
+const DataField = "data"
+
+// NoLabel marks an unlabelled sample.
+const NoLabel int64 = -1
+
+// Sample is one record of a shard.
+type Sample struct {
+	Key    string         // unique, stable id: the input key plus copy/frame suffixes
+	Source string         // where the input came from (path or URI)
+	Label  int64          // class index, or NoLabel
+	Fields []Field        // Fields[0] is the primary tensor
+	Rate   int            // audio sample rate in Hz; 0 for non-audio samples
+	Params map[string]any // augmentation parameters drawn for this sample
+}
+
+// Bytes returns the payload size of all fields.
+func (s *Sample) Bytes() int64 {
+	var n int64
+	for _, f := range s.Fields {
+		n += int64(len(f.Data))
+	}
+	return n
+}
+
+// Field returns the named field, or nil.
+func (s *Sample) Field(name string) *Field {
+	for i := range s.Fields {
+		if s.Fields[i].Name == name {
+			return &s.Fields[i]
+		}
+	}
+	return nil
+}
+
+// ShardWriter collects the samples of one shard. Close finishes the file
+// under its temporary name, renames it to its final name and describes it;
+// Abort removes whatever was written. Exactly one of them must be called.
+type ShardWriter interface {
+	Add(s *Sample) error
+	Close() (ShardInfo, error)
+	Abort() error
+}
+
+// ShardMeta is what a writer records about the run inside each shard.
+type ShardMeta struct {
+	Version string
+	Recipe  string
+	Seed    uint64
+	Classes []string
+}
+
+// ShardFormat creates shard writers of one file format.
+type ShardFormat interface {
+	Name() string // "hdf5", "png", "wav"
+	Ext() string  // file extension including the dot: ".h5", ".tar"
+	Create(path string, meta ShardMeta) (ShardWriter, error)
+}
+
+// ShardInfo describes a finished shard file.
+type ShardInfo struct {
+	File     string        `json:"file"` // base name
+	Count    int           `json:"count"`
+	Bytes    int64         `json:"bytes"`
+	SHA256   string        `json:"sha256"`
+	Datasets []DatasetInfo `json:"datasets,omitempty"`
+}
+
+// DatasetInfo locates one dataset inside a shard so readers can stream it
+// with plain reads at Offset.
+type DatasetInfo struct {
+	Name   string `json:"name"`
+	DType  DType  `json:"dtype"`
+	Shape  []int  `json:"shape"`
+	Offset int64  `json:"offset"` // byte offset in the file; -1 when not contiguous
+	Size   int64  `json:"size"`   // bytes
+}
+
+// TempName is the name a shard is written under until it is complete.
+func TempName(path string) string { return path + ".tmp" }
+
+// IsTemp reports whether name is an unfinished shard.
+func IsTemp(name string) bool { return strings.HasSuffix(name, ".tmp") }

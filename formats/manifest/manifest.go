@@ -1,0 +1,135 @@
+// Package manifest is the on-disk contract between convert, which writes
+// manifest.json beside the shards, and every reader of them.
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/prep-dev/prep/formats"
+)
+
+// FileName is the manifest's name inside a shard directory.
+const FileName = "manifest.json"
+
+// Manifest describes a finished conversion. It holds nothing that depends
+// on timing or scheduling, so equal runs write equal bytes.
+type Manifest struct {
+	Version       string            `json:"version"`
+	Format        string            `json:"format"`
+	Recipe        string            `json:"recipe"`
+	Seed          uint64            `json:"seed"`
+	Copies        int               `json:"copies"`
+	Options       map[string]string `json:"options,omitempty"`
+	Classes       []string          `json:"classes,omitempty"`
+	Items         int               `json:"items"`           // inputs × copies in the whole plan
+	ItemsPerShard int               `json:"items_per_shard"` // shard k holds items [k*n, (k+1)*n)
+	ShardCount    int               `json:"shard_count"`     // shards in the whole plan
+	Task          *Task             `json:"task,omitempty"`  // set on a per-task part
+	Samples       int               `json:"samples"`
+	Bytes         int64             `json:"bytes"`
+	Shards        []Shard           `json:"shards"`
+	Skipped       []Skipped         `json:"skipped,omitempty"`
+}
+
+// Task identifies one part of a distributed conversion.
+type Task struct {
+	Index int `json:"index"`
+	Count int `json:"count"`
+	First int `json:"first_shard"`
+	End   int `json:"end_shard"` // exclusive
+}
+
+// Shard is one shard file and the plan items it holds.
+type Shard struct {
+	Index int `json:"index"`
+	formats.ShardInfo
+	Skipped []Skipped `json:"skipped,omitempty"`
+}
+
+// Skipped is an input that produced no sample, and why.
+type Skipped struct {
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
+}
+
+// Marshal encodes m as indented JSON with a trailing newline.
+func Marshal(m *Manifest) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Parse decodes a manifest.
+func Parse(data []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("parse manifest: %w", err)
+	}
+	return &m, nil
+}
+
+// Read loads dir/manifest.json.
+func Read(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, FileName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// Write stores m as dir/manifest.json, atomically.
+func Write(dir string, m *Manifest) error {
+	data, err := Marshal(m)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(dir, FileName), data)
+}
+
+// WriteFileAtomic writes data to path.tmp, syncs it and renames it to path.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp := formats.TempName(path)
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Totals recomputes Samples, Bytes and Skipped from the shards.
+func (m *Manifest) Totals() {
+	m.Samples, m.Bytes, m.Skipped = 0, 0, nil
+	for _, s := range m.Shards {
+		m.Samples += s.Count
+		m.Bytes += s.Bytes
+		m.Skipped = append(m.Skipped, s.Skipped...)
+	}
+}
