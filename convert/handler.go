@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/fnv"
+	"image"
 	"math/rand/v2"
+	"strconv"
 
 	"github.com/prep-dev/prep/formats"
 )
@@ -59,19 +61,16 @@ func CopyKey(key string, copy, copies int) string {
 	if copies <= 1 {
 		return key
 	}
-	return key + "#c" + itoa(copy)
+	return key + "#c" + strconv.Itoa(copy)
 }
 
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	if n == 0 {
-		return "0"
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
+// ImageAugmenter applies a recipe to one decoded image. Implementations
+// draw every random parameter from rng and report them in params.
+type ImageAugmenter interface {
+	Apply(img *image.NRGBA, rng *rand.Rand) (out *image.NRGBA, params map[string]any)
+}
+
+// AudioAugmenter applies a recipe, in place, to interleaved PCM in [-1, 1].
+type AudioAugmenter interface {
+	ApplyAudio(pcm []float32, channels, rate int, rng *rand.Rand) (params map[string]any)
 }

@@ -1,0 +1,45 @@
+# prep — see README.md. `make demo` and `make test` work on a fresh Debian/Ubuntu
+# machine: `make deps` installs what is missing first.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/prep
+APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
+            libjpeg62-turbo-dev python3-h5py python3-pil python3-numpy ca-certificates
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build test bench demo vet clean
+
+all: build
+
+# deps installs, with apt-get, only the packages that are missing.
+deps:
+	@missing=""; for p in $(APT_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@command -v $(GO) >/dev/null || { echo "Go 1.26+ is required: https://go.dev/doc/install"; exit 1; }
+	$(GO) mod download
+
+build: deps
+	$(GO) build -o $(BIN) ./cmd/prep
+
+vet:
+	gofmt -l . | (! grep .) && $(GO) vet ./...
+
+test: deps vet
+	$(GO) test -count=1 -timeout 15m ./...
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./...
+
+demo: build
+	rm -rf out/demo
+	$(BIN) convert testdata/images out/demo --recipe "resize=256,crop=224:random,hflip=0.5" --seed 7 --copies 2
+	$(BIN) inspect out/demo --verify
+	$(BIN) bench-read out/demo
+
+clean:
+	rm -rf bin out

@@ -1,0 +1,106 @@
+// Command prep converts raw training data into shards that feed a GPU at
+// disk speed, and measures that they do.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, documented in the README.
+const (
+	exitOK          = 0
+	exitFailure     = 1   // the run failed: I/O, corrupt data under --strict, verification
+	exitUsage       = 2   // bad flags, arguments or recipe
+	exitNoGPU       = 3   // no GPU, driver library or device
+	exitThreshold   = 4   // a measurement missed its --need / --max-idle goal
+	exitInterrupted = 130 // Ctrl-C / SIGTERM
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// commands lists the constructors of the subcommands; each subcommand's
+// file adds its own in init, so the files stay independent.
+var commands []func() *cobra.Command
+
+// usageError marks errors that are the caller's to fix (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitError carries a specific exit code with its message.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "prep",
+		Short: "Turn a raw training dataset into shards a GPU can be fed from at full speed",
+		Long: `prep moves JPEG decoding, augmentation and small-file reads out of the
+training loop: one offline pass writes uncompressed shards (HDF5, PNG-0 tar,
+WAV tar) that read sequentially at disk speed.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	for _, c := range commands {
+		root.AddCommand(c())
+	}
+	return root
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(os.Stderr, "prep:", err)
+	var ue usageError
+	var ee exitError
+	switch {
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return exitInterrupted
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue), isCobraUsage(err):
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// isCobraUsage recognises cobra's own argument errors, which are plain.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "accepts ", "requires at least", "unknown flag", "unknown shorthand"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
