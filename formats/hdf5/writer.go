@@ -1,0 +1,420 @@
+// Package hdf5 writes and reads HDF5 shards: one contiguous, unchunked,
+// uncompressed dataset per field, aligned and free of timestamps, so a
+// shard can be streamed with plain reads at the offsets the manifest
+// records and still opens in h5py and h5dump as usual.
+package hdf5
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"gonum.org/v1/hdf5"
+
+	"github.com/prep-dev/prep/formats"
+)
+
+// Format is the HDF5 shard format.
+type Format struct{}
+
+// Name returns "hdf5".
+func (Format) Name() string { return "hdf5" }
+
+// Ext returns ".h5".
+func (Format) Ext() string { return ".h5" }
+
+// Create starts a shard at path. Samples are gathered in memory, because a
+// contiguous HDF5 dataset needs its final length when it is created; the
+// buffers are pooled, so successive shards reuse memory already touched.
+func (Format) Create(path string, meta formats.ShardMeta) (formats.ShardWriter, error) {
+	return &writer{path: path, meta: meta}, nil
+}
+
+// hdf5 is not safe for concurrent calls from Go; serialise them.
+var libMu sync.Mutex
+
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+type column struct {
+	name   string
+	dtype  formats.DType
+	shape  []int // the first sample's shape
+	fixed  bool  // every sample so far has shape
+	buf    *[]byte
+	shapes [][]int
+}
+
+type writer struct {
+	path   string
+	meta   formats.ShardMeta
+	cols   []*column
+	labels []int64
+	keys   []string
+}
+
+func (w *writer) Add(s *formats.Sample) error {
+	if len(s.Fields) == 0 {
+		return fmt.Errorf("sample %s has no fields", s.Key)
+	}
+	if len(w.keys) == 0 {
+		for _, f := range s.Fields {
+			buf := bufPool.Get().(*[]byte)
+			*buf = (*buf)[:0]
+			w.cols = append(w.cols, &column{name: f.Name, dtype: f.DType, shape: slices.Clone(f.Shape), fixed: true, buf: buf})
+		}
+	}
+	if len(s.Fields) != len(w.cols) {
+		return fmt.Errorf("sample %s has %d fields, the shard's first sample has %d", s.Key, len(s.Fields), len(w.cols))
+	}
+	for i, f := range s.Fields {
+		c := w.cols[i]
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("sample %s field %s: %w", s.Key, f.Name, err)
+		}
+		if f.Name != c.name || f.DType != c.dtype || len(f.Shape) != len(c.shape) {
+			return fmt.Errorf("sample %s field %s %s%v does not match the shard's %s %s%v",
+				s.Key, f.Name, f.DType, f.Shape, c.name, c.dtype, c.shape)
+		}
+		if c.fixed && !slices.Equal(f.Shape, c.shape) {
+			c.fixed = false
+		}
+		c.shapes = append(c.shapes, slices.Clone(f.Shape))
+		*c.buf = append(*c.buf, f.Data...)
+	}
+	w.labels = append(w.labels, s.Label)
+	w.keys = append(w.keys, s.Key)
+	return nil
+}
+
+func (w *writer) release() {
+	for _, c := range w.cols {
+		bufPool.Put(c.buf)
+		c.buf = nil
+	}
+	w.cols = nil
+}
+
+func (w *writer) Abort() error {
+	w.release()
+	err := os.Remove(formats.TempName(w.path))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	return err
+}
+
+func (w *writer) Close() (formats.ShardInfo, error) {
+	defer w.release()
+	tmp := formats.TempName(w.path)
+	infos, err := w.write(tmp)
+	if err != nil {
+		os.Remove(tmp)
+		return formats.ShardInfo{}, fmt.Errorf("write shard %s: %w", w.path, err)
+	}
+	size, sum, err := syncAndHash(tmp)
+	if err != nil {
+		os.Remove(tmp)
+		return formats.ShardInfo{}, fmt.Errorf("write shard %s: %w", w.path, err)
+	}
+	if err := os.Rename(tmp, w.path); err != nil {
+		os.Remove(tmp)
+		return formats.ShardInfo{}, err
+	}
+	return formats.ShardInfo{
+		File:     filepath.Base(w.path),
+		Count:    len(w.keys),
+		Bytes:    size,
+		SHA256:   sum,
+		Datasets: infos,
+	}, nil
+}
+
+// write creates the HDF5 file and its datasets.
+func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
+	libMu.Lock()
+	defer libMu.Unlock()
+	fid, err := createFile(name)
+	if err != nil {
+		return nil, err
+	}
+	// gonum cannot pass file properties, so the file is created above with
+	// them and opened a second time here; both handles share one file.
+	f, err := hdf5.OpenFile(name, hdf5.F_ACC_RDWR)
+	if err != nil {
+		closeFile(fid)
+		return nil, err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if cerr := closeFile(fid); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	n := len(w.keys)
+	add := func(name string, dtype formats.DType, shape []int, data []byte) error {
+		info, err := writeDataset(f, name, dtype, shape, data)
+		if err != nil {
+			return fmt.Errorf("dataset %s: %w", name, err)
+		}
+		infos = append(infos, info)
+		return nil
+	}
+	for _, c := range w.cols {
+		if c.fixed {
+			if err := add(c.name, c.dtype, append([]int{n}, c.shape...), *c.buf); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// Ragged: flat elements, element offsets (n+1) and shapes (n, rank).
+		offsets := make([]int64, 0, n+1)
+		shapes := make([]int64, 0, n*len(c.shape))
+		var total int64
+		offsets = append(offsets, 0)
+		for _, s := range c.shapes {
+			elems := int64(1)
+			for _, d := range s {
+				elems *= int64(d)
+				shapes = append(shapes, int64(d))
+			}
+			total += elems
+			offsets = append(offsets, total)
+		}
+		prefix := c.name + "_"
+		if c.name == formats.DataField {
+			prefix = ""
+		}
+		if err := add(c.name, c.dtype, []int{int(total)}, *c.buf); err != nil {
+			return nil, err
+		}
+		if err := add(prefix+"offsets", formats.Int64, []int{n + 1}, int64Bytes(offsets)); err != nil {
+			return nil, err
+		}
+		if err := add(prefix+"shapes", formats.Int64, []int{n, len(c.shape)}, int64Bytes(shapes)); err != nil {
+			return nil, err
+		}
+	}
+	if err := add("labels", formats.Int64, []int{n}, int64Bytes(w.labels)); err != nil {
+		return nil, err
+	}
+	if err := writeKeys(f, w.keys, &infos); err != nil {
+		return nil, err
+	}
+	if err := w.writeAttrs(f); err != nil {
+		return nil, err
+	}
+	return infos, nil
+}
+
+func (w *writer) writeAttrs(f *hdf5.File) error {
+	root, err := f.OpenGroup("/")
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	classes := ""
+	for i, c := range w.meta.Classes {
+		if i > 0 {
+			classes += "\n"
+		}
+		classes += c
+	}
+	for _, a := range []struct{ name, value string }{
+		{"prep_version", w.meta.Version},
+		{"recipe", w.meta.Recipe},
+		{"classes", classes},
+	} {
+		if err := stringAttr(root, a.name, a.value); err != nil {
+			return fmt.Errorf("attribute %s: %w", a.name, err)
+		}
+	}
+	space, err := hdf5.CreateDataspace(hdf5.S_SCALAR)
+	if err != nil {
+		return err
+	}
+	defer space.Close()
+	attr, err := root.CreateAttribute("seed", hdf5.T_STD_U64LE, space)
+	if err != nil {
+		return err
+	}
+	defer attr.Close()
+	seed := w.meta.Seed
+	return attr.Write(&seed, hdf5.T_STD_U64LE)
+}
+
+func stringAttr(g *hdf5.Group, name, value string) error {
+	b := []byte(value)
+	if len(b) == 0 {
+		b = []byte{0}
+	}
+	t, err := hdf5.T_C_S1.Copy()
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	if err := t.SetSize(len(b)); err != nil {
+		return err
+	}
+	space, err := hdf5.CreateDataspace(hdf5.S_SCALAR)
+	if err != nil {
+		return err
+	}
+	defer space.Close()
+	attr, err := g.CreateAttribute(name, t, space)
+	if err != nil {
+		return err
+	}
+	defer attr.Close()
+	return attr.Write(&b[0], t)
+}
+
+// writeKeys stores keys as fixed-length strings (h5py: |S<w>), because
+// gonum's variable-length string writes crash (DESIGN.md).
+func writeKeys(f *hdf5.File, keys []string, infos *[]formats.DatasetInfo) error {
+	width := 1
+	for _, k := range keys {
+		width = max(width, len(k))
+	}
+	flat := make([]byte, len(keys)*width)
+	for i, k := range keys {
+		copy(flat[i*width:], k)
+	}
+	t, err := hdf5.T_C_S1.Copy()
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	if err := t.SetSize(width); err != nil {
+		return err
+	}
+	info, err := create(f, "keys", t, []int{len(keys)}, flat)
+	if err != nil {
+		return fmt.Errorf("dataset keys: %w", err)
+	}
+	info.DType = formats.DType(fmt.Sprintf("S%d", width))
+	*infos = append(*infos, info)
+	return nil
+}
+
+func writeDataset(f *hdf5.File, name string, dtype formats.DType, shape []int, data []byte) (formats.DatasetInfo, error) {
+	t, err := fileType(dtype)
+	if err != nil {
+		return formats.DatasetInfo{}, err
+	}
+	defer t.Close()
+	info, err := create(f, name, t, shape, data)
+	info.DType = dtype
+	return info, err
+}
+
+func create(f *hdf5.File, name string, t *hdf5.Datatype, shape []int, data []byte) (formats.DatasetInfo, error) {
+	dims := make([]uint, len(shape))
+	for i, d := range shape {
+		dims[i] = uint(d)
+	}
+	space, err := hdf5.CreateSimpleDataspace(dims, nil)
+	if err != nil {
+		return formats.DatasetInfo{}, err
+	}
+	defer space.Close()
+	dcpl, err := datasetCreatePlist()
+	if err != nil {
+		return formats.DatasetInfo{}, err
+	}
+	defer dcpl.Close()
+	ds, err := f.CreateDatasetWith(name, t, space, dcpl)
+	if err != nil {
+		return formats.DatasetInfo{}, err
+	}
+	defer ds.Close()
+	if len(data) > 0 {
+		if err := ds.Write(&data[0]); err != nil {
+			return formats.DatasetInfo{}, err
+		}
+	}
+	return formats.DatasetInfo{
+		Name:   name,
+		Shape:  slices.Clone(shape),
+		Offset: datasetOffset(ds),
+		Size:   int64(len(data)),
+	}, nil
+}
+
+// fileType maps a dtype to its little-endian HDF5 type, the one h5py uses
+// for the numpy dtype of the same name. The caller closes it.
+func fileType(d formats.DType) (*hdf5.Datatype, error) {
+	simple := map[formats.DType]*hdf5.Datatype{
+		formats.Int8: hdf5.T_STD_I8LE, formats.Int16: hdf5.T_STD_I16LE,
+		formats.Int32: hdf5.T_STD_I32LE, formats.Int64: hdf5.T_STD_I64LE,
+		formats.Uint8: hdf5.T_STD_U8LE, formats.Uint16: hdf5.T_STD_U16LE,
+		formats.Uint32: hdf5.T_STD_U32LE, formats.Uint64: hdf5.T_STD_U64LE,
+		formats.Float32: hdf5.T_IEEE_F32LE, formats.Float64: hdf5.T_IEEE_F64LE,
+	}
+	if t, ok := simple[d]; ok {
+		return t.Copy()
+	}
+	switch d {
+	case formats.Float16:
+		return newFloat16()
+	case formats.Bool:
+		return newBool()
+	case formats.Complex64, formats.Complex128:
+		part, size := hdf5.T_IEEE_F32LE, 8
+		if d == formats.Complex128 {
+			part, size = hdf5.T_IEEE_F64LE, 16
+		}
+		c, err := hdf5.NewCompoundType(size)
+		if err != nil {
+			return nil, err
+		}
+		// h5py's layout for numpy complex: fields "r" and "i".
+		if err := c.Insert("r", 0, part); err != nil {
+			return nil, err
+		}
+		if err := c.Insert("i", size/2, part); err != nil {
+			return nil, err
+		}
+		return &c.Datatype, nil
+	}
+	return nil, fmt.Errorf("unsupported dtype %q", d)
+}
+
+func int64Bytes(v []int64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		for j := 0; j < 8; j++ {
+			b[8*i+j] = byte(x >> (8 * j))
+		}
+	}
+	return b
+}
+
+var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// syncAndHash flushes the finished file to disk and returns its size and
+// sha256.
+func syncAndHash(name string) (int64, string, error) {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return 0, "", fmt.Errorf("sync: %w (disk full?)", err)
+	}
+	h := sha256.New()
+	buf := copyBufPool.Get().(*[]byte)
+	defer copyBufPool.Put(buf)
+	n, err := io.CopyBuffer(h, f, *buf)
+	if err != nil {
+		return 0, "", err
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,257 @@
+package hdf5
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prep-dev/prep/formats"
+)
+
+func imageSample(key string, label int64, h, w int, seed byte) *formats.Sample {
+	data := make([]byte, h*w*3)
+	for i := range data {
+		data[i] = byte(i*7) + seed
+	}
+	return &formats.Sample{Key: key, Label: label, Fields: []formats.Field{{
+		Name: formats.DataField, Tensor: formats.Tensor{DType: formats.Uint8, Shape: []int{h, w, 3}, Data: data},
+	}}}
+}
+
+func writeShard(t *testing.T, path string, samples ...*formats.Sample) formats.ShardInfo {
+	t.Helper()
+	w, err := Format{}.Create(path, formats.ShardMeta{Version: "test", Recipe: "resize=8", Seed: 7, Classes: []string{"cat", "dog"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range samples {
+		if err := w.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// h5py reads the file back and prints what it holds as JSON.
+func h5py(t *testing.T, path, script string) map[string]any {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/python3", "-c", `
+import sys, json, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+out = {}
+`+script+`
+print(json.dumps(out))
+`, path)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("h5py: %v\n%s", err, stderr)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("h5py output %q: %v", out, err)
+	}
+	return m
+}
+
+func TestFixedShapeRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "shard-000000.h5")
+	samples := []*formats.Sample{imageSample("cat/1.jpg", 0, 40, 50, 1), imageSample("dog/2.jpg", 1, 40, 50, 2), imageSample("dog/33.jpg", 1, 40, 50, 3)}
+	info := writeShard(t, path, samples...)
+	if _, err := os.Stat(formats.TempName(path)); !os.IsNotExist(err) {
+		t.Fatalf("temp file left behind: %v", err)
+	}
+	if info.Count != 3 || info.File != "shard-000000.h5" {
+		t.Fatalf("info = %+v", info)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(raw)) != info.Bytes {
+		t.Fatalf("bytes %d, file %d", info.Bytes, len(raw))
+	}
+	// Plain reads at the recorded offset return the samples' bytes.
+	var want []byte
+	for _, s := range samples {
+		want = append(want, s.Fields[0].Data...)
+	}
+	ds := info.Datasets[0]
+	if ds.Name != "data" || ds.Offset <= 0 || ds.Offset%alignment != 0 {
+		t.Fatalf("data dataset = %+v, want an aligned offset", ds)
+	}
+	if got := raw[ds.Offset : ds.Offset+ds.Size]; !bytes.Equal(got, want) {
+		t.Fatal("bytes at the data offset differ from the samples")
+	}
+	m := h5py(t, path, `
+d = f["data"]
+out["shape"] = list(d.shape); out["dtype"] = str(d.dtype)
+out["chunks"] = d.chunks; out["compression"] = d.compression
+out["sum"] = int(d[...].astype(np.int64).sum()); out["px"] = int(d[2, 3, 4, 2])
+out["labels"] = f["labels"][...].tolist()
+out["keys"] = [k.decode() for k in f["keys"][...]]
+out["recipe"] = f.attrs["recipe"].decode(); out["seed"] = int(f.attrs["seed"])
+out["classes"] = f.attrs["classes"].decode()
+out["offset"] = d.id.get_offset()
+`)
+	var sum int64
+	for _, b := range want {
+		sum += int64(b)
+	}
+	checks := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"shape", m["shape"], []any{3.0, 40.0, 50.0, 3.0}},
+		{"dtype", m["dtype"], "uint8"},
+		{"chunks", m["chunks"], nil},
+		{"compression", m["compression"], nil},
+		{"sum", m["sum"], float64(sum)},
+		{"px", m["px"], float64(want[2*6000+3*150+4*3+2])},
+		{"labels", m["labels"], []any{0.0, 1.0, 1.0}},
+		{"keys", m["keys"], []any{"cat/1.jpg", "dog/2.jpg", "dog/33.jpg"}},
+		{"recipe", m["recipe"], "resize=8"},
+		{"seed", m["seed"], 7.0},
+		{"classes", m["classes"], "cat\ndog"},
+		{"offset", m["offset"], float64(ds.Offset)},
+	}
+	for _, c := range checks {
+		if !jsonEqual(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+func TestReproducible(t *testing.T) {
+	dir := t.TempDir()
+	a := writeShard(t, filepath.Join(dir, "a.h5"), imageSample("k1", 0, 3, 3, 1), imageSample("k2", 1, 3, 3, 2))
+	b := writeShard(t, filepath.Join(dir, "b.h5"), imageSample("k1", 0, 3, 3, 1), imageSample("k2", 1, 3, 3, 2))
+	if a.SHA256 != b.SHA256 {
+		t.Fatalf("equal samples gave different shards: %s vs %s", a.SHA256, b.SHA256)
+	}
+}
+
+func TestRaggedAndDTypes(t *testing.T) {
+	f16 := make([]byte, 4) // 1.0, -2.0 as IEEE half
+	binary.LittleEndian.PutUint16(f16, 0x3c00)
+	binary.LittleEndian.PutUint16(f16[2:], 0xc000)
+	c64 := make([]byte, 8)
+	binary.LittleEndian.PutUint32(c64, math.Float32bits(1.5))
+	binary.LittleEndian.PutUint32(c64[4:], math.Float32bits(-3))
+	f32 := func(v ...float32) []byte {
+		b := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+		}
+		return b
+	}
+	mk := func(key string, pcm []byte, n int) *formats.Sample {
+		return &formats.Sample{Key: key, Label: formats.NoLabel, Fields: []formats.Field{
+			{Name: "data", Tensor: formats.Tensor{DType: formats.Float32, Shape: []int{n, 1}, Data: pcm}},
+			{Name: "half", Tensor: formats.Tensor{DType: formats.Float16, Shape: []int{2}, Data: f16}},
+			{Name: "flag", Tensor: formats.Tensor{DType: formats.Bool, Shape: []int{2}, Data: []byte{1, 0}}},
+			{Name: "z", Tensor: formats.Tensor{DType: formats.Complex64, Shape: []int{1}, Data: c64}},
+		}}
+	}
+	path := filepath.Join(t.TempDir(), "r.h5")
+	writeShard(t, path, mk("a", f32(0.5, 0.25), 2), mk("b", f32(1, 2, 3), 3))
+	m := h5py(t, path, `
+out["data"] = f["data"][...].tolist(); out["offsets"] = f["offsets"][...].tolist()
+out["shapes"] = f["shapes"][...].tolist()
+out["half"] = [str(f["half"].dtype), f["half"][1].tolist()]
+out["flag"] = [str(f["flag"].dtype), f["flag"][0].tolist()]
+out["z"] = [str(f["z"].dtype), float(f["z"][1, 0].real), float(f["z"][1, 0].imag)]
+out["labels"] = f["labels"][...].tolist()
+`)
+	want := map[string]any{
+		"data":    []any{0.5, 0.25, 1, 2, 3},
+		"offsets": []any{0, 2, 5},
+		"shapes":  []any{[]any{2, 1}, []any{3, 1}},
+		"half":    []any{"float16", []any{1, -2}},
+		"flag":    []any{"bool", []any{true, false}},
+		"z":       []any{"complex64", 1.5, -3},
+		"labels":  []any{-1, -1},
+	}
+	for k, v := range want {
+		if !jsonEqual(m[k], v) {
+			t.Errorf("%s = %v, want %v", k, m[k], v)
+		}
+	}
+	infos, err := Datasets(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{}
+	for _, d := range infos {
+		names = append(names, d.Name+":"+string(d.DType))
+	}
+	if got := strings.Join(names, " "); got != "data:float32 flag:bool half:float16 keys:S1 labels:int64 offsets:int64 shapes:int64 z:complex64" {
+		t.Errorf("Datasets = %s", got)
+	}
+}
+
+func TestH5dumpHeader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.h5")
+	writeShard(t, path, imageSample("a", 0, 6, 7, 0), imageSample("b", 1, 6, 7, 1))
+	out, err := exec.Command("h5dump", "-H", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("h5dump: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`DATASET "data"`, "H5T_STD_U8LE", "DATASPACE  SIMPLE { ( 2, 6, 7, 3 ) / ( 2, 6, 7, 3 ) }",
+		`DATASET "labels"`, "H5T_STD_I64LE", `DATASET "keys"`, `ATTRIBUTE "recipe"`,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("h5dump -H lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestReadDatasetMatchesRaw(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.h5")
+	info := writeShard(t, path, imageSample("a", 0, 16, 16, 3), imageSample("b", 1, 16, 16, 9))
+	d := info.Datasets[0]
+	got := make([]byte, d.Size)
+	if err := ReadDataset(path, "data", got); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	if !bytes.Equal(got, raw[d.Offset:d.Offset+d.Size]) {
+		t.Fatal("library read differs from the raw bytes at the offset")
+	}
+}
+
+func TestMismatchedFields(t *testing.T) {
+	w, _ := Format{}.Create(filepath.Join(t.TempDir(), "x.h5"), formats.ShardMeta{})
+	defer w.Abort()
+	if err := w.Add(imageSample("a", 0, 2, 2, 0)); err != nil {
+		t.Fatal(err)
+	}
+	bad := imageSample("b", 0, 2, 2, 0)
+	bad.Fields[0].DType = formats.Uint16
+	bad.Fields[0].Shape = []int{2, 1, 3}
+	if err := w.Add(bad); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Fatalf("err = %v", err)
+	}
+}
