@@ -32,7 +32,8 @@ type Manifest struct {
 	Samples       int               `json:"samples"`
 	Bytes         int64             `json:"bytes"`
 	Shards        []Shard           `json:"shards"`
-	Skipped       []Skipped         `json:"skipped,omitempty"`
+	Skipped       []Skipped         `json:"skipped,omitempty"` // inputs that failed to convert
+	Ignored       []Skipped         `json:"ignored,omitempty"` // files of types no handler takes
 }
 
 // Task identifies one part of a distributed conversion.

@@ -1,0 +1,364 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"image/draw"
+	"image/png"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prep-dev/prep/cloudsrc"
+	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/hdf5"
+	"github.com/prep-dev/prep/formats/manifest"
+)
+
+// pngDecode is a real decoder for the pipeline tests: image/png to NRGBA.
+func pngDecode(data []byte, _ int) (*image.NRGBA, error) {
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("decode png: %w", err)
+	}
+	out := image.NewNRGBA(img.Bounds())
+	draw.Draw(out, out.Bounds(), img, img.Bounds().Min, draw.Src)
+	return out, nil
+}
+
+// cropAug draws a random 4×4 crop and a flip: enough randomness to show
+// that every sample gets its own generator.
+type cropAug struct{}
+
+func (cropAug) Apply(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, map[string]any) {
+	b := img.Bounds()
+	x, y := rng.IntN(b.Dx()-3), rng.IntN(b.Dy()-3)
+	out := image.NewNRGBA(image.Rect(0, 0, 4, 4))
+	draw.Draw(out, out.Bounds(), img, image.Pt(x, y), draw.Src)
+	return out, map[string]any{"crop": []int{x, y, 4, 4}}
+}
+
+// writeImages makes n PNGs per class with distinct pixels.
+func writeImages(t *testing.T, dir string, classes []string, n int) {
+	t.Helper()
+	for ci, c := range classes {
+		if err := os.MkdirAll(filepath.Join(dir, c), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			img := image.NewNRGBA(image.Rect(0, 0, 9+i%3, 8))
+			for p := range img.Pix {
+				img.Pix[p] = byte(p*3 + i*11 + ci*29)
+			}
+			img.Pix[3] = 255
+			var buf bytes.Buffer
+			if err := png.Encode(&buf, img); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, c, fmt.Sprintf("%03d.png", i)), buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func handlerFor(aug ImageAugmenter) func(string) Handler {
+	h := NewImageHandler(pngDecode, aug, 0)
+	return func(key string) Handler {
+		if strings.HasSuffix(key, ".png") {
+			return h
+		}
+		return nil
+	}
+}
+
+func convertDir(t *testing.T, ctx context.Context, src, dst string, mod func(*Options)) (*manifest.Manifest, *Summary, error) {
+	t.Helper()
+	opt := Options{
+		Format: hdf5.Format{}, Handler: handlerFor(cropAug{}), Recipe: "crop4", Seed: 7,
+		Copies: 2, ItemsPerShard: 5, Workers: 2, IOWorkers: 3, Version: "test",
+	}
+	if mod != nil {
+		mod(&opt)
+	}
+	sink, err := cloudsrc.NewLocalSink(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Sink = sink
+	l, err := ListSource(ctx, cloudsrc.Dir{Root: src}, func(k string) bool { return opt.Handler(k) != nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Run(ctx, l, opt)
+}
+
+// dirFiles returns name -> content for every file in dir.
+func dirFiles(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
+}
+
+func sameFiles(t *testing.T, a, b map[string][]byte) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("%d files vs %d files", len(a), len(b))
+	}
+	for name, data := range a {
+		if !bytes.Equal(data, b[name]) {
+			t.Errorf("%s differs", name)
+		}
+	}
+}
+
+func TestRoundTripPixels(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	writeImages(t, src, []string{"cat", "dog"}, 4)
+	m, sum, err := convertDir(t, context.Background(), src, dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Samples != 16 || m.Samples != 16 || len(m.Shards) != 4 || m.ShardCount != 4 {
+		t.Fatalf("samples %d/%d, shards %d: %+v", sum.Samples, m.Samples, len(m.Shards), m)
+	}
+	if got := strings.Join(m.Classes, ","); got != "cat,dog" {
+		t.Fatalf("classes %s", got)
+	}
+	// Every stored sample equals the decode + augmentation of its input
+	// with its own generator.
+	item := 0
+	for _, s := range m.Shards {
+		raw, err := os.ReadFile(filepath.Join(dst, s.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := s.Datasets[0]
+		if data.Name != "data" || data.Shape[0] != s.Count {
+			t.Fatalf("shard %d datasets %+v", s.Index, s.Datasets)
+		}
+		for i := 0; i < s.Count; i++ {
+			in, c := item/2, item%2
+			class := []string{"cat", "dog"}[in/4]
+			key := fmt.Sprintf("%s/%03d.png", class, in%4)
+			file, _ := os.ReadFile(filepath.Join(src, key))
+			img, _ := pngDecode(file, 0)
+			out, _ := cropAug{}.Apply(img, NewRand(7, key, c))
+			want := RGBTensor(out).Data
+			got := raw[data.Offset+int64(i*48) : data.Offset+int64((i+1)*48)]
+			if !bytes.Equal(got, want) {
+				t.Fatalf("shard %d sample %d (%s copy %d): pixels differ", s.Index, i, key, c)
+			}
+			item++
+		}
+	}
+	if item != 16 {
+		t.Fatalf("read %d samples", item)
+	}
+}
+
+func TestDeterministicAcrossWorkers(t *testing.T) {
+	src := t.TempDir()
+	writeImages(t, src, []string{"a", "b", "c"}, 7)
+	var outs []map[string][]byte
+	for _, w := range []struct{ cpu, io int }{{1, 1}, {8, 16}, {3, 2}} {
+		dst := t.TempDir()
+		if _, _, err := convertDir(t, context.Background(), src, dst, func(o *Options) {
+			o.Workers, o.IOWorkers, o.ItemsPerShard = w.cpu, w.io, 0
+			o.ShardSize = 400
+		}); err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, dirFiles(t, dst))
+	}
+	if len(outs[0]) < 4 {
+		t.Fatalf("expected several shards, got %d files", len(outs[0]))
+	}
+	sameFiles(t, outs[0], outs[1])
+	sameFiles(t, outs[0], outs[2])
+}
+
+func TestBadInputsSkipped(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	writeImages(t, src, []string{"x"}, 3)
+	os.WriteFile(filepath.Join(src, "x", "zero.png"), nil, 0o644)
+	os.WriteFile(filepath.Join(src, "x", "text.png"), []byte("hello, not a png"), 0o644)
+	os.WriteFile(filepath.Join(src, "x", "notes.txt"), []byte("ignored"), 0o644)
+	m, s, err := convertDir(t, context.Background(), src, dst, func(o *Options) { o.Copies = 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Samples != 3 || len(m.Skipped) != 2 || len(m.Ignored) != 1 {
+		t.Fatalf("samples %d skipped %+v ignored %+v", s.Samples, m.Skipped, m.Ignored)
+	}
+	if m.Skipped[0].Key != "x/text.png" || !strings.Contains(m.Skipped[0].Reason, "png") {
+		t.Errorf("skipped[0] = %+v", m.Skipped[0])
+	}
+	if m.Ignored[0].Key != "x/notes.txt" || !strings.Contains(m.Ignored[0].Reason, "unsupported") {
+		t.Errorf("ignored = %+v", m.Ignored)
+	}
+	_, _, err = convertDir(t, context.Background(), src, t.TempDir(), func(o *Options) { o.Copies, o.Strict = 1, true })
+	if err == nil || !strings.Contains(err.Error(), "text.png") || !strings.Contains(err.Error(), "--strict") {
+		t.Fatalf("strict: err = %v", err)
+	}
+}
+
+func TestDestinationChecks(t *testing.T) {
+	src := t.TempDir()
+	writeImages(t, src, []string{"x"}, 2)
+	dst := t.TempDir()
+	os.WriteFile(filepath.Join(dst, "precious.txt"), []byte("keep"), 0o644)
+	if _, _, err := convertDir(t, context.Background(), src, dst, nil); err == nil || !strings.Contains(err.Error(), "precious.txt") {
+		t.Fatalf("foreign files: err = %v", err)
+	}
+	dst2 := t.TempDir()
+	if _, _, err := convertDir(t, context.Background(), src, dst2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := convertDir(t, context.Background(), src, dst2, nil); err == nil || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("second run: err = %v", err)
+	}
+	if _, _, err := convertDir(t, context.Background(), src, dst2, func(o *Options) { o.Overwrite = true }); err != nil {
+		t.Fatalf("overwrite: %v", err)
+	}
+	if _, _, err := convertDir(t, context.Background(), src, dst2, func(o *Options) { o.Resume, o.Seed = true, 8 }); err == nil || !strings.Contains(err.Error(), "seed 7, now 8") {
+		t.Fatalf("resume with another seed: err = %v", err)
+	}
+}
+
+func TestInterruptThenResume(t *testing.T) {
+	src := t.TempDir()
+	writeImages(t, src, []string{"a", "b"}, 10)
+	clean := t.TempDir()
+	if _, _, err := convertDir(t, context.Background(), src, clean, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := dirFiles(t, clean)
+
+	dst := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	_, _, err := convertDir(t, ctx, src, dst, func(o *Options) {
+		o.Progress = func(p Progress) {
+			if p.Items >= 23 {
+				cancel()
+			}
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	for name := range dirFiles(t, dst) {
+		if formats.IsTemp(name) {
+			t.Errorf("temp file %s left behind", name)
+		}
+	}
+	partial := dirFiles(t, dst)
+	if _, ok := partial[manifest.FileName]; ok {
+		t.Fatal("an interrupted run wrote the final manifest")
+	}
+	var kept int
+	for name, data := range partial {
+		if strings.HasPrefix(name, "shard-") {
+			kept++
+			if !bytes.Equal(data, want[name]) {
+				t.Errorf("finished shard %s differs from the clean run", name)
+			}
+		}
+	}
+	if kept == 0 || kept >= 8 {
+		t.Fatalf("interrupted run finished %d of 8 shards", kept)
+	}
+	// Damage one finished shard: resume must redo it.
+	for name := range partial {
+		if strings.HasPrefix(name, "shard-") {
+			os.WriteFile(filepath.Join(dst, name), []byte("garbage"), 0o644)
+			break
+		}
+	}
+	_, s, err := convertDir(t, context.Background(), src, dst, func(o *Options) { o.Resume = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ShardsKept != kept-1 {
+		t.Errorf("kept %d shards, want %d", s.ShardsKept, kept-1)
+	}
+	sameFiles(t, want, dirFiles(t, dst))
+}
+
+func TestTasksMergeEqualsOneProcess(t *testing.T) {
+	src := t.TempDir()
+	writeImages(t, src, []string{"a", "b"}, 9)
+	one := t.TempDir()
+	if _, _, err := convertDir(t, context.Background(), src, one, nil); err != nil {
+		t.Fatal(err)
+	}
+	split := t.TempDir()
+	for i := 2; i >= 0; i-- { // any order
+		if _, _, err := convertDir(t, context.Background(), src, split, func(o *Options) {
+			o.TaskIndex, o.TaskCount, o.Overwrite = i, 3, true
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink, _ := cloudsrc.NewLocalSink(split)
+	if _, err := MergeSink(context.Background(), sink); err != nil {
+		t.Fatal(err)
+	}
+	got := dirFiles(t, split)
+	for name := range got {
+		if strings.HasPrefix(name, "manifest-task-") {
+			delete(got, name)
+		}
+	}
+	sameFiles(t, dirFiles(t, one), got)
+
+	// A missing part is named.
+	os.Remove(filepath.Join(split, TaskManifestName(1)))
+	if _, err := MergeSink(context.Background(), sink); err == nil || !strings.Contains(err.Error(), "missing tasks 1") {
+		t.Fatalf("merge with a missing part: err = %v", err)
+	}
+}
+
+func TestMergeRejectsOverlap(t *testing.T) {
+	mk := func(i, first, end int) *manifest.Manifest {
+		m := &manifest.Manifest{ShardCount: 4, Task: &manifest.Task{Index: i, Count: 2, First: first, End: end}}
+		for s := first; s < end; s++ {
+			m.Shards = append(m.Shards, manifest.Shard{Index: s})
+		}
+		return m
+	}
+	tests := []struct {
+		name  string
+		parts []*manifest.Manifest
+		want  string
+	}{
+		{"ok", []*manifest.Manifest{mk(0, 0, 2), mk(1, 2, 4)}, ""},
+		{"overlap", []*manifest.Manifest{mk(0, 0, 3), mk(1, 2, 4)}, "overlap"},
+		{"gap", []*manifest.Manifest{mk(0, 0, 1), mk(1, 2, 4)}, "gap"},
+		{"tail", []*manifest.Manifest{mk(0, 0, 2), mk(1, 2, 3)}, "gap"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Merge(tt.parts)
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,294 @@
+package convert
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/manifest"
+)
+
+// job is one input and the copies of it this task converts.
+type job struct {
+	entry   Entry
+	index   int // entry index in the listing
+	c0, c1  int // copies [c0, c1)
+	in      *Input
+	err     error              // fetch error, for every copy
+	samples [][]formats.Sample // per copy
+	errs    []error            // per copy
+	done    chan struct{}      // closed when samples/errs are final
+}
+
+// pipeline runs lister -> fetch -> decode+augment -> sink over this task's
+// items, skipping the shards kept by resume.
+func (r *run) pipeline(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	// The FIFO's capacity bounds the jobs in flight, and so memory.
+	order := make(chan *job, r.opt.IOWorkers+2*r.opt.Workers)
+	fetchQ := make(chan *job)
+	decodeQ := make(chan *job)
+
+	g.Go(func() error {
+		defer close(order)
+		defer close(fetchQ)
+		return r.list(ctx, order, fetchQ)
+	})
+	g.Go(func() error {
+		defer close(decodeQ)
+		var fg errgroup.Group
+		for range r.opt.IOWorkers {
+			fg.Go(func() error { return fetchLoop(ctx, fetchQ, decodeQ) })
+		}
+		return fg.Wait()
+	})
+	for range r.opt.Workers {
+		g.Go(func() error { return r.decodeLoop(ctx, decodeQ) })
+	}
+	g.Go(func() error { return r.sink(ctx, order) })
+	return g.Wait()
+}
+
+func send[T any](ctx context.Context, ch chan<- T, v T) error {
+	select {
+	case ch <- v:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// list emits one job per input, in index order, skipping kept shards.
+func (r *run) list(ctx context.Context, order, fetchQ chan<- *job) error {
+	var j *job
+	flush := func() error {
+		if j == nil {
+			return nil
+		}
+		if err := send(ctx, order, j); err != nil {
+			return err
+		}
+		return send(ctx, fetchQ, j)
+	}
+	copies := r.opt.Copies
+	for item := r.lo; item < r.hi; item++ {
+		if _, ok := r.keep[item/r.perShard]; ok {
+			item = (item/r.perShard+1)*r.perShard - 1
+			continue
+		}
+		e, c := item/copies, item%copies
+		if j != nil && j.index == e && j.c1 == c {
+			j.c1++
+			continue
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		j = &job{entry: r.l.Entries[e], index: e, c0: c, c1: c + 1, done: make(chan struct{})}
+	}
+	return flush()
+}
+
+func fetchLoop(ctx context.Context, in <-chan *job, out chan<- *job) error {
+	for {
+		var j *job
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case v, ok := <-in:
+			if !ok {
+				return nil
+			}
+			j = v
+		}
+		j.in, j.err = fetch(ctx, j.entry)
+		if j.err != nil {
+			if IsFatal(j.err) {
+				return fmt.Errorf("%s: %w", j.entry.Src.URI(j.entry.Key), j.err)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		if err := send(ctx, out, j); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *run) decodeLoop(ctx context.Context, in <-chan *job) error {
+	for {
+		var j *job
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case v, ok := <-in:
+			if !ok {
+				return nil
+			}
+			j = v
+		}
+		n := j.c1 - j.c0
+		j.samples, j.errs = make([][]formats.Sample, n), make([]error, n)
+		for c := j.c0; c < j.c1; c++ {
+			if j.err != nil {
+				j.errs[c-j.c0] = j.err
+				continue
+			}
+			h := r.opt.Handler(j.entry.Key)
+			s, err := h.Samples(ctx, j.in, c, NewRand(r.opt.Seed, j.entry.Key, c))
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if IsFatal(err) {
+					return fmt.Errorf("%s: %w", j.in.Source, err)
+				}
+			}
+			j.samples[c-j.c0], j.errs[c-j.c0] = s, err
+		}
+		j.in = nil // the raw bytes are no longer needed
+		close(j.done)
+	}
+}
+
+// shardState is the shard the sink is filling.
+type shardState struct {
+	index   int
+	w       formats.ShardWriter
+	skipped []manifest.Skipped
+}
+
+// sink writes samples in index order and rolls shards at their planned
+// boundaries.
+func (r *run) sink(ctx context.Context, order <-chan *job) (err error) {
+	var cur *shardState
+	defer func() {
+		if cur != nil && cur.w != nil {
+			cur.w.Abort()
+		}
+	}()
+	meta := formats.ShardMeta{Version: r.opt.Version, Recipe: r.opt.Recipe, Seed: r.opt.Seed, Classes: r.l.Classes}
+	p := Progress{TotalItems: r.hi - r.lo}
+	for _, k := range r.keep {
+		p.TotalItems -= min(r.hi, (k.Index+1)*r.perShard) - k.Index*r.perShard
+	}
+	for {
+		var j *job
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case v, ok := <-order:
+			if !ok {
+				return r.finish(ctx, cur)
+			}
+			j = v
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-j.done:
+		}
+		for c := j.c0; c < j.c1; c++ {
+			item := j.index*r.opt.Copies + c
+			if shard := item / r.perShard; cur == nil || cur.index != shard {
+				if err := r.finish(ctx, cur); err != nil {
+					cur = nil
+					return err
+				}
+				cur = &shardState{index: shard}
+			}
+			key := CopyKey(j.entry.Key, c, r.opt.Copies)
+			if err := j.errs[c-j.c0]; err != nil {
+				if r.opt.Strict {
+					return fmt.Errorf("%s: %w (--strict stops at the first bad input)", j.entry.Src.URI(j.entry.Key), err)
+				}
+				cur.skipped = append(cur.skipped, manifest.Skipped{Key: key, Reason: err.Error()})
+				p.Skipped++
+				continue
+			}
+			for i := range j.samples[c-j.c0] {
+				s := &j.samples[c-j.c0][i]
+				if r.opt.Copies > 1 {
+					s.Key += "#c" + strconv.Itoa(c)
+				}
+				if s.Source == "" {
+					s.Source = j.entry.Src.URI(j.entry.Key)
+				}
+				if cur.w == nil {
+					path := filepath.Join(r.opt.Sink.Dir(), ShardName(cur.index, r.opt.Format.Ext()))
+					w, err := r.opt.Format.Create(path, meta)
+					if err != nil {
+						return destErr(r.opt.Sink, filepath.Base(path), err)
+					}
+					cur.w = w
+				}
+				if err := cur.w.Add(s); err != nil {
+					return fmt.Errorf("shard %d: %w", cur.index, err)
+				}
+				p.Samples++
+				p.Bytes += s.Bytes()
+			}
+			p.Items++
+		}
+		j.samples = nil
+		if r.opt.Progress != nil {
+			r.opt.Progress(p)
+		}
+	}
+}
+
+// finish closes a shard, publishes it and records it in the progress file
+// so that an interrupted run can resume after it.
+func (r *run) finish(ctx context.Context, s *shardState) error {
+	if s == nil {
+		return nil
+	}
+	sh := manifest.Shard{Index: s.index, Skipped: s.skipped}
+	if s.w != nil {
+		info, err := s.w.Close()
+		s.w = nil
+		if err != nil {
+			return destErr(r.opt.Sink, ShardName(s.index, r.opt.Format.Ext()), err)
+		}
+		sh.ShardInfo = info
+		if err := r.opt.Sink.Publish(ctx, info.File); err != nil {
+			return err
+		}
+		r.written++
+		r.newSamples += info.Count
+		r.newBytes += info.Bytes
+	}
+	r.mu.Lock()
+	r.shards[s.index] = sh
+	r.mu.Unlock()
+	return r.publishJSON(ctx, progressName(&r.opt), r.manifest())
+}
+
+var hashBufPool = sync.Pool{New: func() any { b := make([]byte, 4<<20); return &b }}
+
+func hashReader(rd io.Reader) (string, int64, error) {
+	h := sha256.New()
+	buf := hashBufPool.Get().(*[]byte)
+	defer hashBufPool.Put(buf)
+	var n int64
+	for {
+		k, err := rd.Read(*buf)
+		h.Write((*buf)[:k])
+		n += int64(k)
+		if err == io.EOF {
+			return hex.EncodeToString(h.Sum(nil)), n, nil
+		}
+		if err != nil {
+			return "", n, err
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package convert
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/prep-dev/prep/cloudsrc"
+	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/manifest"
+)
+
+// Entry is one input of the plan.
+type Entry struct {
+	Key   string // sorted on; seeds the sample's RNG
+	Label int64
+	Src   cloudsrc.Source // opens Key
+}
+
+// Listing is the sorted input of a run.
+type Listing struct {
+	Entries []Entry
+	Classes []string           // label i is Classes[i]; nil when unlabelled
+	Ignored []manifest.Skipped // files no handler takes
+}
+
+// ListSource lists a source in ImageFolder layout when every file sits in
+// a class folder (SRC/<class>/<file>: classes are the sorted folder names),
+// otherwise as a flat, unlabelled folder. Files whose extension no handler
+// takes are listed in Ignored.
+func ListSource(ctx context.Context, src cloudsrc.Source, handled func(key string) bool) (*Listing, error) {
+	objs, err := src.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listing{}
+	var keys []string
+	for _, o := range objs {
+		if formats.IsTemp(o.Key) {
+			continue
+		}
+		if !handled(o.Key) {
+			l.Ignored = append(l.Ignored, manifest.Skipped{Key: o.Key, Reason: fmt.Sprintf("unsupported file type %q", ext(o.Key))})
+			continue
+		}
+		keys = append(keys, o.Key)
+	}
+	sort.Strings(keys)
+	foldered := len(keys) > 0
+	classSet := map[string]bool{}
+	for _, k := range keys {
+		i := strings.IndexByte(k, '/')
+		if i < 0 {
+			foldered = false
+			break
+		}
+		classSet[k[:i]] = true
+	}
+	index := map[string]int64{}
+	if foldered {
+		for c := range classSet {
+			l.Classes = append(l.Classes, c)
+		}
+		sort.Strings(l.Classes)
+		for i, c := range l.Classes {
+			index[c] = int64(i)
+		}
+	}
+	for _, k := range keys {
+		label := formats.NoLabel
+		if foldered {
+			label = index[k[:strings.IndexByte(k, '/')]]
+		}
+		l.Entries = append(l.Entries, Entry{Key: k, Label: label, Src: src})
+	}
+	return l, nil
+}
+
+// IsManifestFile reports whether SRC names a list of inputs rather than a
+// folder: a .csv, .jsonl or .txt file.
+func IsManifestFile(name string) bool {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".csv", ".jsonl", ".txt":
+		return true
+	}
+	return false
+}
+
+// ParseInputList reads a CSV (`path,label` rows, an optional header) or a
+// JSONL file ({"path": ..., "label": ...}, "uri" also accepted). Labels
+// that are all integers are used as they are; otherwise they are class
+// names, numbered in sorted order. open resolves each path to a Source.
+func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.Source, string, error)) (*Listing, error) {
+	type row struct{ uri, label string }
+	var rows []row
+	switch strings.ToLower(path.Ext(name)) {
+	case ".jsonl":
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for n := 1; sc.Scan(); n++ {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" {
+				continue
+			}
+			var v struct {
+				Path  string          `json:"path"`
+				URI   string          `json:"uri"`
+				Label json.RawMessage `json:"label"`
+			}
+			if err := json.Unmarshal([]byte(line), &v); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w (each line must be {\"path\": ..., \"label\": ...})", name, n, err)
+			}
+			p := v.Path
+			if p == "" {
+				p = v.URI
+			}
+			if p == "" {
+				return nil, fmt.Errorf("%s:%d: no \"path\" field", name, n)
+			}
+			label := strings.Trim(string(v.Label), `"`)
+			if label == "null" {
+				label = ""
+			}
+			rows = append(rows, row{p, label})
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	default:
+		r := csv.NewReader(bytes.NewReader(data))
+		r.FieldsPerRecord = -1
+		r.TrimLeadingSpace = true
+		recs, err := r.ReadAll()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (rows must be path,label)", name, err)
+		}
+		for i, rec := range recs {
+			if len(rec) == 0 || rec[0] == "" {
+				continue
+			}
+			if i == 0 && (rec[0] == "path" || rec[0] == "uri") {
+				continue
+			}
+			label := ""
+			if len(rec) > 1 {
+				label = rec[1]
+			}
+			rows = append(rows, row{rec[0], label})
+		}
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%s lists no inputs", name)
+	}
+	numeric, named := true, false
+	for _, r := range rows {
+		if r.label == "" {
+			continue
+		}
+		named = true
+		if _, err := strconv.ParseInt(r.label, 10, 64); err != nil {
+			numeric = false
+		}
+	}
+	l := &Listing{}
+	index := map[string]int64{}
+	if named && !numeric {
+		set := map[string]bool{}
+		for _, r := range rows {
+			if r.label != "" {
+				set[r.label] = true
+			}
+		}
+		for c := range set {
+			l.Classes = append(l.Classes, c)
+		}
+		sort.Strings(l.Classes)
+		for i, c := range l.Classes {
+			index[c] = int64(i)
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		src, key, err := open(r.uri)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if seen[r.uri] {
+			return nil, fmt.Errorf("%s lists %s twice", name, r.uri)
+		}
+		seen[r.uri] = true
+		label := formats.NoLabel
+		switch {
+		case r.label == "":
+		case numeric:
+			label, _ = strconv.ParseInt(r.label, 10, 64)
+		default:
+			label = index[r.label]
+		}
+		l.Entries = append(l.Entries, Entry{Key: key, Label: label, Src: src})
+	}
+	sort.Slice(l.Entries, func(i, j int) bool { return l.Entries[i].Key < l.Entries[j].Key })
+	return l, nil
+}
+
+func ext(key string) string { return strings.ToLower(path.Ext(key)) }
+
+// readAll reads a whole object; size is a hint for the buffer.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 {
+		return io.ReadAll(r)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
+}
+
+// localPath is the file behind an entry when its source is local.
+func localPath(e Entry) string { return e.Src.LocalPath(e.Key) }
+
+// relDir returns dir of a local manifest file, so relative paths in it
+// resolve next to it.
+func relDir(name string) string { return filepath.Dir(name) }
