@@ -1,0 +1,115 @@
+package imgdec
+
+import (
+	"image"
+	"image/color"
+)
+
+// toNRGBA converts what image/jpeg and image/png return into 8-bit,
+// non-premultiplied RGBA. 16-bit samples keep their high byte, as Pillow does.
+func toNRGBA(m image.Image) *image.NRGBA {
+	b := m.Bounds()
+	if n, ok := m.(*image.NRGBA); ok && b.Min == (image.Point{}) {
+		return n
+	}
+	w, h := b.Dx(), b.Dy()
+	dst := image.NewNRGBA(image.Rect(0, 0, w, h))
+	switch s := m.(type) {
+	case *image.YCbCr:
+		for y := 0; y < h; y++ {
+			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*w]
+			for x := 0; x < w; x++ {
+				yi := s.YOffset(b.Min.X+x, b.Min.Y+y)
+				ci := s.COffset(b.Min.X+x, b.Min.Y+y)
+				r, g, bl := color.YCbCrToRGB(s.Y[yi], s.Cb[ci], s.Cr[ci])
+				row[4*x], row[4*x+1], row[4*x+2], row[4*x+3] = r, g, bl, 0xFF
+			}
+		}
+	case *image.Gray:
+		for y := 0; y < h; y++ {
+			src := s.Pix[(y)*s.Stride : (y)*s.Stride+w]
+			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*w]
+			for x, v := range src {
+				row[4*x], row[4*x+1], row[4*x+2], row[4*x+3] = v, v, v, 0xFF
+			}
+		}
+	case *image.Gray16:
+		for y := 0; y < h; y++ {
+			src := s.Pix[y*s.Stride : y*s.Stride+2*w]
+			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*w]
+			for x := 0; x < w; x++ {
+				v := src[2*x] // big-endian: the high byte comes first
+				row[4*x], row[4*x+1], row[4*x+2], row[4*x+3] = v, v, v, 0xFF
+			}
+		}
+	case *image.NRGBA:
+		for y := 0; y < h; y++ {
+			copy(dst.Pix[y*dst.Stride:y*dst.Stride+4*w], s.Pix[y*s.Stride:])
+		}
+	case *image.NRGBA64:
+		for y := 0; y < h; y++ {
+			src := s.Pix[y*s.Stride : y*s.Stride+8*w]
+			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*w]
+			for i := range row {
+				row[i] = src[2*i]
+			}
+		}
+	case *image.RGBA64:
+		// PNG gives RGBA64 only for opaque 16-bit RGB, so no un-premultiplying.
+		for y := 0; y < h; y++ {
+			src := s.Pix[y*s.Stride : y*s.Stride+8*w]
+			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*w]
+			for x := 0; x < w; x++ {
+				if src[8*x+6] != 0xFF || src[8*x+7] != 0xFF {
+					row[4*x], row[4*x+1], row[4*x+2], row[4*x+3] = nrgbaOf(s.At(b.Min.X+x, b.Min.Y+y))
+					continue
+				}
+				row[4*x], row[4*x+1], row[4*x+2], row[4*x+3] = src[8*x], src[8*x+2], src[8*x+4], 0xFF
+			}
+		}
+	case *image.Paletted:
+		var pal [256][4]uint8
+		for i, c := range s.Palette {
+			if i < len(pal) {
+				pal[i][0], pal[i][1], pal[i][2], pal[i][3] = nrgbaOf(c)
+			}
+		}
+		for y := 0; y < h; y++ {
+			src := s.Pix[y*s.Stride : y*s.Stride+w]
+			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*w]
+			for x, i := range src {
+				copy(row[4*x:4*x+4], pal[i][:])
+			}
+		}
+	case *image.CMYK:
+		for y := 0; y < h; y++ {
+			src := s.Pix[y*s.Stride : y*s.Stride+4*w]
+			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*w]
+			for x := 0; x < w; x++ {
+				r, g, bl := color.CMYKToRGB(src[4*x], src[4*x+1], src[4*x+2], src[4*x+3])
+				row[4*x], row[4*x+1], row[4*x+2], row[4*x+3] = r, g, bl, 0xFF
+			}
+		}
+	default: // *image.RGBA and anything else: exact for opaque pixels
+		for y := 0; y < h; y++ {
+			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*w]
+			for x := 0; x < w; x++ {
+				row[4*x], row[4*x+1], row[4*x+2], row[4*x+3] = nrgbaOf(m.At(b.Min.X+x, b.Min.Y+y))
+			}
+		}
+	}
+	return dst
+}
+
+// nrgbaOf converts one colour without the premultiplied round trip where the
+// colour is already non-premultiplied (palette entries with tRNS are).
+func nrgbaOf(c color.Color) (r, g, b, a uint8) {
+	switch c := c.(type) {
+	case color.NRGBA:
+		return c.R, c.G, c.B, c.A
+	case color.NRGBA64:
+		return uint8(c.R >> 8), uint8(c.G >> 8), uint8(c.B >> 8), uint8(c.A >> 8)
+	}
+	n := color.NRGBAModel.Convert(c).(color.NRGBA)
+	return n.R, n.G, n.B, n.A
+}

@@ -1,0 +1,112 @@
+package imgdec
+
+import (
+	"bytes"
+	"encoding/binary"
+)
+
+// orientation returns the EXIF orientation (1..8) of a JPEG or PNG file, or 1
+// when it has none or it cannot be read: a broken EXIF block never makes an
+// otherwise good image fail.
+func orientation(format string, data []byte) int {
+	var tiff []byte
+	if format == "jpeg" {
+		tiff = jpegExif(data)
+	} else {
+		tiff = pngExif(data)
+	}
+	if o := tiffOrientation(tiff); o >= 1 && o <= 8 {
+		return o
+	}
+	return 1
+}
+
+// jpegExif returns the TIFF block of the first APP1 "Exif" segment, walking
+// the marker segments up to the start of scan.
+func jpegExif(data []byte) []byte {
+	i := 2 // past SOI
+	for i+4 <= len(data) {
+		if data[i] != 0xFF {
+			return nil
+		}
+		marker := data[i+1]
+		switch {
+		case marker == 0xFF: // fill byte
+			i++
+			continue
+		case marker == 0x01 || marker >= 0xD0 && marker <= 0xD8: // no length
+			i += 2
+			continue
+		case marker == 0xDA || marker == 0xD9: // start of scan, end of image
+			return nil
+		}
+		n := int(binary.BigEndian.Uint16(data[i+2:]))
+		if n < 2 || i+2+n > len(data) {
+			return nil
+		}
+		seg := data[i+4 : i+2+n]
+		if marker == 0xE1 && bytes.HasPrefix(seg, []byte("Exif\x00\x00")) {
+			return seg[6:]
+		}
+		i += 2 + n
+	}
+	return nil
+}
+
+// pngExif returns the body of the eXIf chunk, if any.
+func pngExif(data []byte) []byte {
+	i := 8 // past the signature
+	for i+8 <= len(data) {
+		n := int(binary.BigEndian.Uint32(data[i:]))
+		kind := string(data[i+4 : i+8])
+		if n < 0 || n > len(data)-i-12 {
+			return nil
+		}
+		switch kind {
+		case "eXIf":
+			body := data[i+8 : i+8+n]
+			// Some writers keep JPEG's "Exif\0\0" prefix; Pillow accepts it too.
+			return bytes.TrimPrefix(body, []byte("Exif\x00\x00"))
+		case "IEND":
+			return nil
+		}
+		i += 12 + n
+	}
+	return nil
+}
+
+// tiffOrientation reads tag 0x0112 from IFD0 of a TIFF block, in either byte
+// order; 0 when absent or malformed.
+func tiffOrientation(t []byte) int {
+	if len(t) < 8 {
+		return 0
+	}
+	var bo binary.ByteOrder
+	switch string(t[:4]) {
+	case "II*\x00":
+		bo = binary.LittleEndian
+	case "MM\x00*":
+		bo = binary.BigEndian
+	default:
+		return 0
+	}
+	off := int64(bo.Uint32(t[4:]))
+	if off < 8 || off+2 > int64(len(t)) {
+		return 0
+	}
+	n := int64(bo.Uint16(t[off:]))
+	for e := off + 2; e+12 <= int64(len(t)) && n > 0; e, n = e+12, n-1 {
+		if bo.Uint16(t[e:]) != 0x0112 {
+			continue
+		}
+		typ, count := bo.Uint16(t[e+2:]), bo.Uint32(t[e+4:])
+		switch {
+		case typ == 3 && count >= 1: // SHORT, stored inline
+			return int(bo.Uint16(t[e+8:]))
+		case typ == 4 && count >= 1: // LONG: seen from a few broken writers
+			return int(bo.Uint32(t[e+8:]))
+		}
+		return 0
+	}
+	return 0
+}

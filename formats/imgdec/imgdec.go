@@ -1,0 +1,189 @@
+// Package imgdec decodes JPEG and PNG files into 8-bit NRGBA images, upright
+// (EXIF orientation applied), refusing oversized headers before decoding.
+//
+// JPEGs go through libjpeg-turbo when the package is built with cgo (the default
+// on Linux), which can also shrink them by 1/2, 1/4 or 1/8 in the DCT domain; the
+// standard library's image/jpeg is the fallback and the reference.
+package imgdec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image"
+	"image/jpeg"
+	"image/png"
+	"io"
+	"net/http"
+)
+
+// DefaultMaxPixels is the pixel limit used when Options.MaxPixels is 0.
+const DefaultMaxPixels = 100_000_000
+
+// Decoder names accepted by Options.Decoder.
+const (
+	DecoderAuto  = "auto"  // libjpeg-turbo for JPEG when built in, else Go
+	DecoderGo    = "go"    // the standard library only
+	DecoderTurbo = "turbo" // libjpeg-turbo; an error when not built in
+)
+
+// Options tune Decode. The zero value decodes at full size with the default
+// pixel limit and the fastest decoder available.
+type Options struct {
+	// MaxPixels refuses images whose header declares more pixels; 0 means
+	// DefaultMaxPixels. Negative disables the check.
+	MaxPixels int64
+	// MinSide lets the decoder deliver a smaller image whose shorter side is
+	// still at least MinSide (JPEG DCT scaling); 0 means full size.
+	MinSide int
+	// Decoder is "auto" (or ""), "go" or "turbo".
+	Decoder string
+}
+
+// Info describes the file as stored.
+type Info struct {
+	Format        string // "jpeg" or "png"
+	Width, Height int    // as stored: before scaling and orientation
+	// Scale is the DCT denominator used (1, 2, 4 or 8): the decoded image is
+	// about Width/Scale × Height/Scale before orientation.
+	Scale int
+	// Orientation is the EXIF orientation (1..8) found and applied; 1 when none.
+	Orientation int
+}
+
+// TurboAvailable reports whether libjpeg-turbo is built in.
+func TurboAvailable() bool { return turboBuiltIn }
+
+// Decode decodes a JPEG or PNG file into an upright *image.NRGBA. Alpha is
+// kept; 16-bit samples keep their high byte; grey, palette and CMYK images
+// become RGB. Errors say what is wrong with the data.
+func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
+	var info Info
+	useTurbo := false
+	switch opt.Decoder {
+	case "", DecoderAuto:
+		useTurbo = turboBuiltIn
+	case DecoderGo:
+	case DecoderTurbo:
+		if !turboBuiltIn {
+			return nil, info, errors.New("decoder \"turbo\" is not built in (build with CGO_ENABLED=1 and libjpeg62-turbo-dev installed)")
+		}
+		useTurbo = true
+	default:
+		return nil, info, fmt.Errorf("unknown decoder %q (want auto, go or turbo)", opt.Decoder)
+	}
+
+	format, err := sniff(data)
+	if err != nil {
+		return nil, info, err
+	}
+	info.Format = format
+
+	var cfg image.Config
+	if format == "jpeg" {
+		cfg, err = jpeg.DecodeConfig(bytes.NewReader(data))
+	} else {
+		cfg, err = png.DecodeConfig(bytes.NewReader(data))
+	}
+	if err != nil {
+		return nil, info, corrupt(format, data, err)
+	}
+	info.Width, info.Height, info.Scale = cfg.Width, cfg.Height, 1
+	if err := checkSize(cfg.Width, cfg.Height, opt.MaxPixels); err != nil {
+		return nil, info, err
+	}
+	info.Orientation = orientation(format, data)
+
+	var img *image.NRGBA
+	switch {
+	case format == "jpeg" && useTurbo:
+		img, info.Scale, err = decodeTurbo(data, cfg, opt.MinSide)
+		if errors.Is(err, errTurboUnsupported) {
+			img, err = decodeGo(format, data)
+			info.Scale = 1
+		}
+	default:
+		img, err = decodeGo(format, data)
+	}
+	if err != nil {
+		return nil, info, err
+	}
+	return applyOrientation(img, info.Orientation), info, nil
+}
+
+// sniff names the format from the first bytes, and for anything other than
+// JPEG or PNG says what the data looks like instead.
+func sniff(data []byte) (string, error) {
+	switch {
+	case len(data) == 0:
+		return "", errors.New("empty file (0 bytes)")
+	case bytes.HasPrefix(data, []byte{0xFF, 0xD8, 0xFF}):
+		return "jpeg", nil
+	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
+		return "png", nil
+	}
+	kind := http.DetectContentType(data)
+	switch {
+	case bytes.HasPrefix(data, []byte("GIF8")), bytes.HasPrefix(data, []byte("BM")),
+		bytes.HasPrefix(data, []byte("II*\x00")), bytes.HasPrefix(data, []byte("MM\x00*")),
+		len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
+		return "", fmt.Errorf("unsupported image format (%s): only JPEG and PNG are decoded; convert it first", imageKind(data, kind))
+	}
+	return "", fmt.Errorf("not a JPEG or PNG image (%d bytes, content looks like %s)", len(data), kind)
+}
+
+func imageKind(data []byte, sniffed string) string {
+	switch {
+	case bytes.HasPrefix(data, []byte("II*\x00")), bytes.HasPrefix(data, []byte("MM\x00*")):
+		return "image/tiff"
+	}
+	return sniffed
+}
+
+func checkSize(w, h int, limit int64) error {
+	if w <= 0 || h <= 0 {
+		return fmt.Errorf("image declares an empty size %d×%d", w, h)
+	}
+	if limit == 0 {
+		limit = DefaultMaxPixels
+	}
+	if n := int64(w) * int64(h); limit > 0 && n > limit {
+		return fmt.Errorf("image declares %d×%d = %s Mpixel, over the %s Mpixel limit (--max-pixels)",
+			w, h, mpix(n), mpix(limit))
+	}
+	return nil
+}
+
+func mpix(n int64) string {
+	if n%1_000_000 == 0 {
+		return fmt.Sprint(n / 1_000_000)
+	}
+	return fmt.Sprintf("%.1f", float64(n)/1e6)
+}
+
+// corrupt words a decoder error. Truncation, the most common damage, shows
+// as a missing end marker whatever the decoder says about it.
+func corrupt(format string, data []byte, err error) error {
+	name, end := "JPEG", []byte{0xFF, 0xD9}
+	if format == "png" {
+		name, end = "PNG", []byte("IEND\xaeB`\x82")
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || !bytes.HasSuffix(bytes.TrimRight(data, "\x00"), end) {
+		return fmt.Errorf("truncated %s: the file ends after %d bytes without its end marker (%v)", name, len(data), err)
+	}
+	return fmt.Errorf("corrupt %s: %w", name, err)
+}
+
+func decodeGo(format string, data []byte) (*image.NRGBA, error) {
+	var m image.Image
+	var err error
+	if format == "jpeg" {
+		m, err = jpeg.Decode(bytes.NewReader(data))
+	} else {
+		m, err = png.Decode(bytes.NewReader(data))
+	}
+	if err != nil {
+		return nil, corrupt(format, data, err)
+	}
+	return toNRGBA(m), nil
+}

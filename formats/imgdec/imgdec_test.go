@@ -1,0 +1,232 @@
+package imgdec
+
+import (
+	"bytes"
+	"encoding/json"
+	"image"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const edgeDir = "../../testdata/edge"
+const imagesDir = "../../testdata/images"
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// decoders lists every decoder this build has, so each test covers both.
+func decoders() []string {
+	if TurboAvailable() {
+		return []string{DecoderGo, DecoderTurbo}
+	}
+	return []string{DecoderGo}
+}
+
+func TestDecodeEdge(t *testing.T) {
+	tests := []struct {
+		file        string
+		w, h        int // upright
+		orientation int
+		format      string
+		err         string // substring; "" for success
+	}{
+		{file: "rgba16.png", w: 37, h: 23, orientation: 1, format: "png"},
+		{file: "rgb16.png", w: 37, h: 23, orientation: 1, format: "png"},
+		{file: "grey16.png", w: 37, h: 23, orientation: 1, format: "png"},
+		{file: "palette.png", w: 40, h: 30, orientation: 1, format: "png"},
+		{file: "palette_trns.png", w: 40, h: 30, orientation: 1, format: "png"},
+		{file: "grey.png", w: 40, h: 30, orientation: 1, format: "png"},
+		{file: "grey_alpha.png", w: 40, h: 30, orientation: 1, format: "png"},
+		{file: "rgb_trns.png", w: 24, h: 16, orientation: 1, format: "png"},
+		{file: "exif_6.png", w: 20, h: 30, orientation: 6, format: "png"},
+		{file: "cmyk.jpg", w: 48, h: 32, orientation: 1, format: "jpeg"},
+		{file: "exif_1.jpg", w: 64, h: 40, orientation: 1, format: "jpeg"},
+		{file: "exif_2.jpg", w: 64, h: 40, orientation: 2, format: "jpeg"},
+		{file: "exif_3.jpg", w: 64, h: 40, orientation: 3, format: "jpeg"},
+		{file: "exif_4.jpg", w: 64, h: 40, orientation: 4, format: "jpeg"},
+		{file: "exif_5.jpg", w: 40, h: 64, orientation: 5, format: "jpeg"},
+		{file: "exif_6.jpg", w: 40, h: 64, orientation: 6, format: "jpeg"},
+		{file: "exif_7.jpg", w: 40, h: 64, orientation: 7, format: "jpeg"},
+		{file: "exif_8.jpg", w: 40, h: 64, orientation: 8, format: "jpeg"},
+		{file: "empty.jpg", err: "empty file (0 bytes)"},
+		{file: "text.jpg", err: "not a JPEG or PNG image (55 bytes, content looks like text/plain; charset=utf-8)"},
+		{file: "tiny.gif", err: "unsupported image format (image/gif): only JPEG and PNG are decoded"},
+		{file: "truncated.jpg", err: "truncated JPEG"},
+		{file: "truncated.png", err: "truncated PNG"},
+		{file: "huge_header.png", format: "png", err: "image declares 30000×20000 = 600 Mpixel, over the 100 Mpixel limit (--max-pixels)"},
+	}
+	for _, dec := range decoders() {
+		for _, tt := range tests {
+			t.Run(dec+"/"+tt.file, func(t *testing.T) {
+				img, info, err := Decode(readFile(t, filepath.Join(edgeDir, tt.file)), Options{Decoder: dec})
+				if tt.err != "" {
+					if err == nil || !strings.Contains(err.Error(), tt.err) {
+						t.Fatalf("err = %v, want it to contain %q", err, tt.err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := img.Rect; got != image.Rect(0, 0, tt.w, tt.h) {
+					t.Errorf("bounds %v, want %dx%d", got, tt.w, tt.h)
+				}
+				if info.Orientation != tt.orientation || info.Format != tt.format || info.Scale != 1 {
+					t.Errorf("info %+v, want orientation %d format %s scale 1", info, tt.orientation, tt.format)
+				}
+			})
+		}
+	}
+}
+
+func TestDecodeOptions(t *testing.T) {
+	photo := readFile(t, filepath.Join(imagesDir, "space", "rocket.jpg"))
+	tests := []struct {
+		name string
+		opt  Options
+		err  string
+	}{
+		{"limit", Options{MaxPixels: 200_000}, "image declares 640×427 = 0.3 Mpixel, over the 0.2 Mpixel limit (--max-pixels)"},
+		{"no limit", Options{MaxPixels: -1}, ""},
+		{"exact limit", Options{MaxPixels: 640 * 427}, ""},
+		{"bad decoder", Options{Decoder: "pil"}, `unknown decoder "pil" (want auto, go or turbo)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := Decode(photo, tt.opt)
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || err.Error() != tt.err) {
+				t.Fatalf("err = %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
+
+// pilReference decodes files with Pillow: ImageOps.exif_transpose, then
+// convert("RGBA"); 16-bit grey keeps its high byte (Pillow's own I→RGBA clips).
+// It returns each file's raw RGBA pixels and size.
+func pilReference(t *testing.T, files []string) map[string]*image.NRGBA {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("Pillow reference needs /usr/bin/python3 with python3-pil (make deps)")
+	}
+	dir := t.TempDir()
+	const script = `
+import json, sys
+import numpy as np
+from PIL import Image, ImageOps
+out, res = sys.argv[1], {}
+for i, path in enumerate(sys.argv[2:]):
+    im = Image.open(path)
+    im = ImageOps.exif_transpose(im)
+    if im.mode in ("I", "I;16", "I;16B"):
+        im = Image.fromarray((np.asarray(im) >> 8).astype(np.uint8), "L")
+    im = im.convert("RGBA")
+    raw = "%s/%d.rgba" % (out, i)
+    open(raw, "wb").write(im.tobytes())
+    res[path] = [raw, im.size[0], im.size[1]]
+json.dump(res, sys.stdout)
+`
+	cmd := exec.Command("/usr/bin/python3", append([]string{"-c", script, dir}, files...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python3 reference: %v\n%s", err, stderr.String())
+	}
+	var res map[string][3]any
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	refs := map[string]*image.NRGBA{}
+	for path, r := range res {
+		w, h := int(r[1].(float64)), int(r[2].(float64))
+		m := image.NewNRGBA(image.Rect(0, 0, w, h))
+		m.Pix = readFile(t, r[0].(string))
+		refs[path] = m
+	}
+	return refs
+}
+
+// meanAbsDiff compares RGB channels (and alpha) of two same-sized images.
+func meanAbsDiff(a, b *image.NRGBA) float64 {
+	var sum int64
+	for i := range a.Pix {
+		d := int64(a.Pix[i]) - int64(b.Pix[i])
+		if d < 0 {
+			d = -d
+		}
+		sum += d
+	}
+	return float64(sum) / float64(len(a.Pix))
+}
+
+func TestPixelsMatchPillow(t *testing.T) {
+	// PNGs are lossless: pixels must be identical. JPEG decoders differ in
+	// IDCT and chroma upsampling, so there a small mean difference is allowed;
+	// a wrong rotation or colour conversion gives tens of levels.
+	lossless := []string{"rgba16.png", "rgb16.png", "grey16.png", "palette.png", "palette_trns.png",
+		"grey.png", "grey_alpha.png", "rgb_trns.png", "exif_6.png"}
+	lossy := []string{"cmyk.jpg", "exif_1.jpg", "exif_2.jpg", "exif_3.jpg", "exif_4.jpg",
+		"exif_5.jpg", "exif_6.jpg", "exif_7.jpg", "exif_8.jpg"}
+	var files []string
+	for _, f := range append(lossless, lossy...) {
+		files = append(files, filepath.Join(edgeDir, f))
+	}
+	photos, _ := filepath.Glob(filepath.Join(imagesDir, "*", "*"))
+	files = append(files, photos...)
+	refs := pilReference(t, files)
+
+	for _, dec := range decoders() {
+		for _, path := range files {
+			t.Run(dec+"/"+strings.TrimPrefix(path, "../../testdata/"), func(t *testing.T) {
+				got, _, err := Decode(readFile(t, path), Options{Decoder: dec})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := refs[path]
+				if got.Rect != want.Rect {
+					t.Fatalf("bounds %v, Pillow %v", got.Rect, want.Rect)
+				}
+				d := meanAbsDiff(got, want)
+				if strings.HasSuffix(path, ".png") {
+					if d != 0 {
+						t.Fatalf("pixels differ from Pillow's (mean abs diff %.3f)", d)
+					}
+					return
+				}
+				if d > 1.5 {
+					t.Fatalf("mean abs diff %.3f from Pillow's, want <= 1.5", d)
+				}
+			})
+		}
+	}
+}
+
+func TestPhotos(t *testing.T) {
+	photos, _ := filepath.Glob(filepath.Join(imagesDir, "*", "*"))
+	if len(photos) < 6 {
+		t.Fatalf("found %d photos under %s, want at least 6", len(photos), imagesDir)
+	}
+	for _, p := range photos {
+		cfg, _, err := image.DecodeConfig(bytes.NewReader(readFile(t, p)))
+		if err != nil {
+			t.Fatal(p, err)
+		}
+		img, info, err := Decode(readFile(t, p), Options{Decoder: DecoderGo})
+		if err != nil {
+			t.Fatal(p, err)
+		}
+		if info.Width != cfg.Width || info.Height != cfg.Height || img.Rect.Dx() != cfg.Width || img.Rect.Dy() != cfg.Height {
+			t.Errorf("%s: info %+v, image %v, header %dx%d", p, info, img.Rect, cfg.Width, cfg.Height)
+		}
+	}
+}

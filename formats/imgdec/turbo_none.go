@@ -1,0 +1,14 @@
+package imgdec
+
+import (
+	"errors"
+	"image"
+)
+
+const turboBuiltIn = false
+
+var errTurboUnsupported = errors.New("libjpeg-turbo is not built in")
+
+func decodeTurbo(data []byte, cfg image.Config, minSide int) (*image.NRGBA, int, error) {
+	return nil, 1, errTurboUnsupported
+}
