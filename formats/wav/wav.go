@@ -75,6 +75,20 @@ func Size(t formats.Tensor) int64 {
 	return headerSize(tag) + int64(len(t.Data))
 }
 
+// Check reports whether Encode can write t at rate, without writing.
+func Check(t formats.Tensor, rate int) error {
+	if _, _, _, err := layout(t); err != nil {
+		return err
+	}
+	if rate <= 0 || rate > math.MaxUint32 {
+		return fmt.Errorf("wav sample rate %d out of range", rate)
+	}
+	if size := Size(t); size-8 > maxRIFF {
+		return fmt.Errorf("wav of %d bytes exceeds the 4 GiB RIFF limit; split the clip", size)
+	}
+	return nil
+}
+
 // Encode writes t, shaped (frames, channels) or (frames,) for mono, as a
 // WAVE file at rate Hz. int16 becomes 16-bit PCM; float32 becomes
 // WAVE_FORMAT_IEEE_FLOAT with the fact chunk the specification requires
@@ -82,17 +96,11 @@ func Size(t formats.Tensor) int64 {
 // plain format tags rather than WAVE_FORMAT_EXTENSIBLE; sox, ffmpeg and
 // Python's wave and soundfile modules read them.
 func Encode(w io.Writer, t formats.Tensor, rate int) error {
-	frames, channels, tag, err := layout(t)
-	if err != nil {
+	if err := Check(t, rate); err != nil {
 		return err
 	}
-	if rate <= 0 || rate > math.MaxUint32 {
-		return fmt.Errorf("wav sample rate %d out of range", rate)
-	}
+	frames, channels, tag, _ := layout(t)
 	size := Size(t)
-	if size-8 > maxRIFF {
-		return fmt.Errorf("wav of %d bytes exceeds the 4 GiB RIFF limit; split the clip", size)
-	}
 	bits := t.DType.Size() * 8
 	blockAlign := channels * t.DType.Size()
 
@@ -126,7 +134,7 @@ func Encode(w io.Writer, t formats.Tensor, rate int) error {
 		return err
 	}
 	// Tensor data is little-endian already, as WAVE requires.
-	_, err = w.Write(t.Data)
+	_, err := w.Write(t.Data)
 	return err
 }
 

@@ -1,0 +1,248 @@
+package tarshard
+
+import (
+	"archive/tar"
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/wav"
+)
+
+// maxMember bounds a member's size, so a corrupt header cannot ask for an
+// absurd allocation.
+const maxMember = 4 << 30
+
+// Read streams a WebDataset tar and calls fn once per sample, in archive
+// order, with the sample's key (the member name up to the first dot of its
+// base name) and its members by extension ("png", "0003.png", "cls",
+// "json"). Members of one sample must be adjacent, as WebDataset requires.
+//
+// The map and the byte slices are reused for the next sample, so reading
+// allocates nothing per sample once the buffers have grown: fn must copy
+// whatever it keeps after it returns.
+func Read(r io.Reader, fn func(key string, members map[string][]byte) error) error {
+	tr := tar.NewReader(r)
+	members := make(map[string][]byte)
+	var (
+		bufs [][]byte // reused member buffers
+		used int      // buffers holding members of the current sample
+		key  string
+	)
+	flush := func() error {
+		if used == 0 {
+			return nil
+		}
+		err := fn(key, members)
+		clear(members)
+		used = 0
+		return err
+	}
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return flush()
+		}
+		if err != nil {
+			return fmt.Errorf("read tar: %w", err)
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			continue
+		}
+		dir, base := path.Split(hdr.Name)
+		stem, ext, ok := strings.Cut(base, ".")
+		if !ok {
+			return fmt.Errorf("tar member %s has no extension; not a WebDataset shard", hdr.Name)
+		}
+		if k := dir + stem; k != key || used == 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+			key = k
+		}
+		if _, dup := members[ext]; dup {
+			return fmt.Errorf("tar member %s appears twice", hdr.Name)
+		}
+		if hdr.Size > maxMember {
+			return fmt.Errorf("tar member %s claims %d bytes", hdr.Name, hdr.Size)
+		}
+		if used == len(bufs) {
+			bufs = append(bufs, nil)
+		}
+		b := bufs[used]
+		if int64(cap(b)) < hdr.Size {
+			b = make([]byte, hdr.Size)
+		}
+		b = b[:hdr.Size]
+		if _, err := io.ReadFull(tr, b); err != nil {
+			return fmt.Errorf("read tar member %s: %w", hdr.Name, err)
+		}
+		bufs[used] = b
+		used++
+		members[ext] = b
+	}
+}
+
+// Decode rebuilds a sample from the members Read passes to fn. The primary
+// field is named formats.DataField: images come back as (H,W,C), clips as
+// (T,H,W,C) and audio as (frames, channels), mono included. Further
+// fields follow in name order. Tensors never alias members.
+func Decode(key string, members map[string][]byte) (formats.Sample, error) {
+	s := formats.Sample{Key: key, Label: formats.NoLabel}
+	if js, ok := members["json"]; ok {
+		var m meta
+		if err := json.Unmarshal(js, &m); err != nil {
+			return s, fmt.Errorf("sample %s: json: %w", key, err)
+		}
+		s.Key, s.Source, s.Label, s.Params = m.Key, m.Source, m.Label, m.Params
+	}
+	if cls, ok := members["cls"]; ok {
+		l, err := strconv.ParseInt(strings.TrimSpace(string(cls)), 10, 64)
+		if err != nil {
+			return s, fmt.Errorf("sample %s: cls: %w", key, err)
+		}
+		s.Label = l
+	}
+	var (
+		primary formats.Tensor
+		err     error
+		frames  []string
+		extra   []string
+	)
+	for ext := range members {
+		switch {
+		case ext == "png":
+			primary, err = decodePNG(members[ext])
+		case ext == "wav":
+			primary, s.Rate, err = wav.DecodeBytes(members[ext])
+		case isFrame(ext):
+			frames = append(frames, ext)
+		case strings.HasSuffix(ext, ".npy"):
+			extra = append(extra, ext)
+		}
+		if err != nil {
+			return s, fmt.Errorf("sample %s: %s: %w", key, ext, err)
+		}
+	}
+	if len(frames) > 0 {
+		if primary, err = decodeClip(members, frames); err != nil {
+			return s, fmt.Errorf("sample %s: %w", key, err)
+		}
+	}
+	if primary.DType == "" {
+		return s, fmt.Errorf("sample %s has no png or wav member", key)
+	}
+	s.Fields = append(s.Fields, formats.Field{Name: formats.DataField, Tensor: primary})
+	slices.Sort(extra)
+	for _, ext := range extra {
+		t, err := decodeNpy(members[ext])
+		if err != nil {
+			return s, fmt.Errorf("sample %s: %s: %w", key, ext, err)
+		}
+		t.Data = slices.Clone(t.Data)
+		s.Fields = append(s.Fields, formats.Field{Name: strings.TrimSuffix(ext, ".npy"), Tensor: t})
+	}
+	return s, nil
+}
+
+// isFrame reports whether ext names a clip frame ("0007.png").
+func isFrame(ext string) bool {
+	n, ok := strings.CutSuffix(ext, ".png")
+	if !ok || n == "" {
+		return false
+	}
+	for _, c := range []byte(n) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func decodeClip(members map[string][]byte, frames []string) (formats.Tensor, error) {
+	slices.Sort(frames) // zero-padded: name order is frame order
+	var clip formats.Tensor
+	for i, ext := range frames {
+		if n, _ := strconv.Atoi(strings.TrimSuffix(ext, ".png")); n != i {
+			return clip, fmt.Errorf("clip frame %s out of sequence, want frame %d", ext, i)
+		}
+		f, err := decodePNG(members[ext])
+		if err != nil {
+			return clip, fmt.Errorf("%s: %w", ext, err)
+		}
+		if i == 0 {
+			clip = formats.Tensor{DType: f.DType, Shape: append([]int{len(frames)}, f.Shape...)}
+			clip.Data = make([]byte, 0, len(frames)*len(f.Data))
+		} else if !slices.Equal(f.Shape, clip.Shape[1:]) {
+			return clip, fmt.Errorf("clip frame %s is %v, frame 0 is %v", ext, f.Shape, clip.Shape[1:])
+		}
+		clip.Data = append(clip.Data, f.Data...)
+	}
+	return clip, nil
+}
+
+// Summary describes a shard file, for prep inspect.
+type Summary struct {
+	formats.ShardInfo               // file, sample count, size and checksum, as in the manifest
+	Members           []string      // the first sample's member kinds, sorted; clip frames as "NNNN.png"
+	Key               string        // the first sample's key
+	DType             formats.DType // the first sample's primary field
+	Shape             []int
+	Rate              int // audio sample rate, or 0
+}
+
+// Describe reads a whole shard, checksumming it on the way, and decodes its
+// first sample.
+func Describe(name string) (Summary, error) {
+	var sum Summary
+	f, err := os.Open(name)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	h := hashWriter{w: io.Discard, h: sha256.New()}
+	tee := io.TeeReader(bufio.NewReaderSize(f, 1<<20), &h)
+	err = Read(tee, func(key string, members map[string][]byte) error {
+		sum.Count++
+		if sum.Count > 1 {
+			return nil
+		}
+		for ext := range members {
+			if isFrame(ext) {
+				ext = "NNNN.png"
+			}
+			if !slices.Contains(sum.Members, ext) {
+				sum.Members = append(sum.Members, ext)
+			}
+		}
+		slices.Sort(sum.Members)
+		s, err := Decode(key, members)
+		if err != nil {
+			return err
+		}
+		sum.Key, sum.Rate = s.Key, s.Rate
+		sum.DType, sum.Shape = s.Fields[0].DType, s.Fields[0].Shape
+		return nil
+	})
+	if err != nil {
+		return sum, fmt.Errorf("%s: %w", name, err)
+	}
+	// tar.Reader stops at the end-of-archive marker; hash the rest too.
+	if _, err := io.Copy(io.Discard, tee); err != nil {
+		return sum, fmt.Errorf("%s: %w", name, err)
+	}
+	sum.File = filepath.Base(name)
+	sum.Bytes = h.n
+	sum.SHA256 = hex.EncodeToString(h.h.Sum(nil))
+	return sum, nil
+}
