@@ -1,0 +1,586 @@
+package augment
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// op is one step of a recipe. Ops are comparable values, so two recipes
+// parsed from the same text are == op by op.
+type op interface {
+	// String returns the op's canonical one-line form, "name=value".
+	String() string
+}
+
+// imageOp transforms an image. It must not modify img; it returns the new
+// image and the random values it drew (nil when it drew none).
+type imageOp interface {
+	op
+	applyImage(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any)
+}
+
+// audioOp transforms interleaved PCM in place and returns the random
+// values it drew (nil when it drew none).
+type audioOp interface {
+	op
+	applyAudio(pcm []float32, channels, rate int, rng *rand.Rand) any
+}
+
+// Recipe is an ordered list of ops. The zero Recipe (and a nil *Recipe)
+// is the identity.
+type Recipe struct {
+	ops []op
+}
+
+// spec describes one op kind: how to parse its one-line value and how to
+// turn the named parameters of a recipe file into that value.
+type spec struct {
+	name   string
+	syntax string // for help text, e.g. "hflip=P"
+	parse  func(val string) (op, error)
+	// params turns a file's named parameters into the one-line value.
+	params func(p map[string]any) (string, error)
+}
+
+// specs lists every op in the order the help text shows them. It is a
+// function, not a variable, because the parse functions refer back to it
+// for their error messages (a variable would be an initialization cycle).
+func specs() []spec {
+	return []spec{
+		{"resize", "resize=S|WxH|WxH:fit", parseResize, resizeParams},
+		{"crop", "crop=S|WxH[:random]", parseCrop, cropParams},
+		{"rrc", "rrc=S|WxH[:scale=LO-HI][:ratio=LO-HI]", parseRRC, rrcParams},
+		{"hflip", "hflip=P", parseHFlip, probParams},
+		{"vflip", "vflip=P", parseVFlip, probParams},
+		{"rotate", "rotate=DEG", parseRotate, keyParams("degrees")},
+		{"jitter", "jitter=B/C/S/H", parseJitter, jitterParams},
+		{"gray", "gray=P", parseGray, probParams},
+		{"blur", "blur=SIGMA|LO-HI", parseBlur, keyParams("sigma")},
+		{"gain", "gain=DB|LO-HI", parseGain, keyParams("db")},
+		{"shift", "shift=SECONDS[:roll]", parseShift, shiftParams},
+		{"noise", "noise=SNR_DB|LO-HI", parseNoise, keyParams("snr_db")},
+	}
+}
+
+func lookup(name string) (spec, bool) {
+	for _, sp := range specs() {
+		if sp.name == name {
+			return sp, true
+		}
+	}
+	return spec{}, false
+}
+
+// validOps is the help text listing every op with its syntax.
+func validOps() string {
+	all := specs()
+	s := make([]string, len(all))
+	for i, sp := range all {
+		s[i] = sp.syntax
+	}
+	return strings.Join(s, ", ")
+}
+
+func unknownOp(name string) error {
+	return fmt.Errorf("recipe: unknown op %q (valid: %s)", name, validOps())
+}
+
+// badValue is the error for a known op with a value it cannot use; it
+// repeats the op's syntax so the message alone says what to write.
+func badValue(name, val, why string) error {
+	sp, _ := lookup(name)
+	return fmt.Errorf("recipe: %s=%s: %s (syntax: %s)", name, val, why, sp.syntax)
+}
+
+// Parse parses the one-line form, comma-separated ops such as
+// "resize=256,crop=224:random,hflip=0.5". The empty string is the identity.
+func Parse(s string) (*Recipe, error) {
+	r := &Recipe{}
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return r, nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		o, err := parseOp(strings.TrimSpace(item))
+		if err != nil {
+			return nil, err
+		}
+		r.ops = append(r.ops, o)
+	}
+	return r, nil
+}
+
+func parseOp(item string) (op, error) {
+	if item == "" {
+		return nil, fmt.Errorf("recipe: empty op (stray comma?) (valid: %s)", validOps())
+	}
+	name, val, ok := strings.Cut(item, "=")
+	name = strings.TrimSpace(name)
+	sp, known := lookup(name)
+	if !known {
+		return nil, unknownOp(name)
+	}
+	if !ok || strings.TrimSpace(val) == "" {
+		return nil, fmt.Errorf("recipe: %s needs a value (syntax: %s)", name, sp.syntax)
+	}
+	return sp.parse(strings.TrimSpace(val))
+}
+
+// Load reads a recipe file: YAML (.yaml, .yml) or JSON (.json) holding a
+// list of ops. Each element is either a one-line op ("hflip=0.5") or a map
+// with one key, the op name, whose value is the one-line value (256,
+// "224:random") or a map of named parameters; see the package doc.
+func Load(path string) (*Recipe, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("recipe: %w", err)
+	}
+	var items []any
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".json":
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		err = dec.Decode(&items)
+	case ".yaml", ".yml":
+		err = yaml.Unmarshal(data, &items)
+	default:
+		return nil, fmt.Errorf("recipe: %s: unknown extension %q (want .yaml, .yml or .json)", path, ext)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recipe: %s: want a list of ops: %w", path, err)
+	}
+	r := &Recipe{}
+	for i, it := range items {
+		o, err := fileOp(it)
+		if err != nil {
+			return nil, fmt.Errorf("%s: op %d: %w", path, i+1, err)
+		}
+		r.ops = append(r.ops, o)
+	}
+	return r, nil
+}
+
+// fileOp turns one element of a recipe file's list into an op.
+func fileOp(it any) (op, error) {
+	switch v := it.(type) {
+	case string:
+		return parseOp(strings.TrimSpace(v))
+	case map[string]any:
+		if len(v) != 1 {
+			keys := make([]string, 0, len(v))
+			for k := range v {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			return nil, fmt.Errorf("recipe: want one op per list element, have %q", keys)
+		}
+		for name, val := range v {
+			sp, ok := lookup(name)
+			if !ok {
+				return nil, unknownOp(name)
+			}
+			var s string
+			if m, isMap := val.(map[string]any); isMap {
+				var err error
+				if s, err = sp.params(m); err != nil {
+					return nil, fmt.Errorf("recipe: %s: %w (syntax: %s)", name, err, sp.syntax)
+				}
+			} else if s = scalar(val); s == "" {
+				return nil, fmt.Errorf("recipe: %s needs a value (syntax: %s)", name, sp.syntax)
+			}
+			return sp.parse(s)
+		}
+	}
+	return nil, fmt.Errorf("recipe: want an op such as \"hflip=0.5\" or {hflip: 0.5}, have %v (valid: %s)", it, validOps())
+}
+
+// ParseOrLoad loads s when it names a .yaml, .yml or .json file and parses
+// it as the one-line form otherwise; "" is the identity. A file name that
+// does not exist is still loaded when it holds no "=", so that a mistyped
+// path reports the missing file rather than an unknown op.
+func ParseOrLoad(s string) (*Recipe, error) {
+	switch strings.ToLower(filepath.Ext(s)) {
+	case ".yaml", ".yml", ".json":
+		if fi, err := os.Stat(s); (err == nil && fi.Mode().IsRegular()) || !strings.Contains(s, "=") {
+			return Load(s)
+		}
+	}
+	return Parse(s)
+}
+
+// String returns the canonical one-line form; Parse(r.String()) returns
+// an equal recipe.
+func (r *Recipe) String() string {
+	if r == nil {
+		return ""
+	}
+	s := make([]string, len(r.ops))
+	for i, o := range r.ops {
+		s[i] = o.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// Apply runs the image ops in recipe order and returns the result with
+// every random value drawn, keyed by op name ("hflip", a repeated op gets
+// "hflip.2", ...). It never modifies img; when no op changes the image
+// (no image ops, a flip not taken, a resize to the same size) it may
+// return img itself. Ops draw from rng in recipe order, so the same image and rng
+// state give the same bytes.
+func (r *Recipe) Apply(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, map[string]any) {
+	params := map[string]any{}
+	if r == nil {
+		return img, params
+	}
+	seen := map[string]int{}
+	for _, o := range r.ops {
+		io, ok := o.(imageOp)
+		if !ok {
+			continue
+		}
+		var p any
+		img, p = io.applyImage(img, rng)
+		record(params, seen, o, p)
+	}
+	return img, params
+}
+
+// ApplyAudio runs the audio ops in recipe order, in place, on interleaved
+// PCM in [-1, 1], and returns the random values drawn as Apply does.
+// Every op clips its result to [-1, 1].
+func (r *Recipe) ApplyAudio(pcm []float32, channels, rate int, rng *rand.Rand) map[string]any {
+	params := map[string]any{}
+	if r == nil || channels <= 0 {
+		return params
+	}
+	seen := map[string]int{}
+	for _, o := range r.ops {
+		ao, ok := o.(audioOp)
+		if !ok {
+			continue
+		}
+		record(params, seen, o, ao.applyAudio(pcm, channels, rate, rng))
+	}
+	return params
+}
+
+// record stores an op's drawn values under its name, numbering repeats.
+func record(params map[string]any, seen map[string]int, o op, p any) {
+	name, _, _ := strings.Cut(o.String(), "=")
+	seen[name]++
+	if p == nil {
+		return
+	}
+	if n := seen[name]; n > 1 {
+		name += "." + strconv.Itoa(n)
+	}
+	params[name] = p
+}
+
+// MinSide returns the smallest shorter side, in pixels, that a decoder may
+// deliver (by scaling in the DCT domain) without lowering the quality of
+// the result, or 0 when the recipe needs the image at full resolution.
+//
+// Ops before the first geometric op that commute with scaling (flips,
+// gray, jitter) are skipped. Then:
+//   - resize=S needs a shorter side of at least S;
+//   - resize=WxH and resize=WxH:fit need both sides at least W and H, which
+//     a shorter side of max(W, H) guarantees in either orientation;
+//   - anything else gives 0: crop, rrc and rotate work in input pixels
+//     (rrc's crop may be 8% of the image, still to be upscaled), and blur's
+//     sigma is in input pixels;
+//   - a recipe with no image geometry gives 0, since it keeps the input size.
+func (r *Recipe) MinSide() int {
+	if r == nil {
+		return 0
+	}
+	for _, o := range r.ops {
+		switch o := o.(type) {
+		case flip, gray, jitter:
+			continue
+		case resize:
+			if o.short > 0 {
+				return o.short
+			}
+			return max(o.w, o.h)
+		case imageOp:
+			return 0
+		}
+	}
+	return 0
+}
+
+// HasImageOps reports whether the recipe has any image op.
+func (r *Recipe) HasImageOps() bool {
+	return r.has(func(o op) bool { _, ok := o.(imageOp); return ok })
+}
+
+// HasAudioOps reports whether the recipe has any audio op.
+func (r *Recipe) HasAudioOps() bool {
+	return r.has(func(o op) bool { _, ok := o.(audioOp); return ok })
+}
+
+func (r *Recipe) has(f func(op) bool) bool {
+	if r == nil {
+		return false
+	}
+	for _, o := range r.ops {
+		if f(o) {
+			return true
+		}
+	}
+	return false
+}
+
+// ---- value parsing helpers ----
+
+var errNotNumber = errors.New("not a number")
+
+// parseNum parses a finite decimal number.
+func parseNum(s string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, errNotNumber
+	}
+	return f, nil
+}
+
+// parseRange parses "X" (lo = hi = X) or "LO-HI"; either bound may be
+// negative ("-6--3"). It requires lo <= hi.
+func parseRange(s string) (lo, hi float64, err error) {
+	sep := -1
+	for i := 1; i < len(s); i++ {
+		if s[i] == '-' && s[i-1] != 'e' && s[i-1] != 'E' && s[i-1] != '-' {
+			sep = i
+			break
+		}
+	}
+	if sep < 0 {
+		lo, err = parseNum(s)
+		return lo, lo, err
+	}
+	if lo, err = parseNum(s[:sep]); err != nil {
+		return 0, 0, err
+	}
+	if hi, err = parseNum(s[sep+1:]); err != nil {
+		return 0, 0, err
+	}
+	if lo > hi {
+		return 0, 0, fmt.Errorf("range %s: low end above high end", s)
+	}
+	return lo, hi, nil
+}
+
+// parseSize parses "S" (square) or "WxH", both positive.
+func parseSize(s string) (w, h int, square bool, err error) {
+	ws, hs, pair := strings.Cut(s, "x")
+	if w, err = strconv.Atoi(ws); err != nil || w <= 0 {
+		return 0, 0, false, fmt.Errorf("size %q: want a positive integer S or WxH", s)
+	}
+	if !pair {
+		return w, w, true, nil
+	}
+	if h, err = strconv.Atoi(hs); err != nil || h <= 0 {
+		return 0, 0, false, fmt.Errorf("size %q: want a positive integer S or WxH", s)
+	}
+	return w, h, false, nil
+}
+
+func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func fmtRange(lo, hi float64) string {
+	if lo == hi {
+		return fmtNum(lo)
+	}
+	return fmtNum(lo) + "-" + fmtNum(hi)
+}
+
+func fmtSize(w, h int) string {
+	if w == h {
+		return strconv.Itoa(w)
+	}
+	return strconv.Itoa(w) + "x" + strconv.Itoa(h)
+}
+
+// uniform draws one number uniform in [lo, hi).
+func uniform(rng *rand.Rand, lo, hi float64) float64 {
+	return lo + (hi-lo)*rng.Float64()
+}
+
+// ---- named parameters of recipe files ----
+
+// scalar formats a YAML/JSON scalar or a two-element list as a one-line
+// value: 256 -> "256", [0.1, 2] -> "0.1-2". It returns "" for anything else.
+func scalar(v any) string {
+	switch v := v.(type) {
+	case string:
+		return strings.TrimSpace(v)
+	case int:
+		return strconv.Itoa(v)
+	case float64:
+		return fmtNum(v)
+	case json.Number:
+		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
+	case []any:
+		if len(v) == 2 {
+			lo, hi := scalar(v[0]), scalar(v[1])
+			if lo != "" && hi != "" {
+				return lo + "-" + hi
+			}
+		}
+	}
+	return ""
+}
+
+// takeParams checks that p holds only the allowed keys and returns their
+// one-line values ("" for absent keys).
+func takeParams(p map[string]any, allowed ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for k, v := range p {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || k == a
+		}
+		if !ok {
+			return nil, fmt.Errorf("unknown parameter %q (want %s)", k, strings.Join(allowed, ", "))
+		}
+		s := scalar(v)
+		if s == "" {
+			return nil, fmt.Errorf("parameter %s: want a number, string or [lo, hi], have %v", k, v)
+		}
+		out[k] = s
+	}
+	return out, nil
+}
+
+// keyParams is the params function of ops with one named parameter.
+func keyParams(key string) func(map[string]any) (string, error) {
+	return func(p map[string]any) (string, error) {
+		m, err := takeParams(p, key)
+		if err != nil {
+			return "", err
+		}
+		if m[key] == "" {
+			return "", fmt.Errorf("missing parameter %s", key)
+		}
+		return m[key], nil
+	}
+}
+
+var probParams = keyParams("p")
+
+// sizeParams reads size, or width and height.
+func sizeParams(m map[string]string) (string, error) {
+	switch {
+	case m["size"] != "" && m["width"] == "" && m["height"] == "":
+		return m["size"], nil
+	case m["size"] == "" && m["width"] != "" && m["height"] != "":
+		return m["width"] + "x" + m["height"], nil
+	}
+	return "", errors.New("want size, or width and height")
+}
+
+func flagParam(m map[string]string, key string) (bool, error) {
+	if m[key] == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(m[key])
+	if err != nil {
+		return false, fmt.Errorf("parameter %s: want true or false, have %q", key, m[key])
+	}
+	return b, nil
+}
+
+func resizeParams(p map[string]any) (string, error) {
+	m, err := takeParams(p, "size", "width", "height", "fit")
+	if err != nil {
+		return "", err
+	}
+	s, err := sizeParams(m)
+	if err != nil {
+		return "", err
+	}
+	fit, err := flagParam(m, "fit")
+	if fit {
+		s += ":fit"
+	}
+	return s, err
+}
+
+func cropParams(p map[string]any) (string, error) {
+	m, err := takeParams(p, "size", "width", "height", "random")
+	if err != nil {
+		return "", err
+	}
+	s, err := sizeParams(m)
+	if err != nil {
+		return "", err
+	}
+	random, err := flagParam(m, "random")
+	if random {
+		s += ":random"
+	}
+	return s, err
+}
+
+func rrcParams(p map[string]any) (string, error) {
+	m, err := takeParams(p, "size", "width", "height", "scale", "ratio")
+	if err != nil {
+		return "", err
+	}
+	s, err := sizeParams(m)
+	if err != nil {
+		return "", err
+	}
+	for _, k := range []string{"scale", "ratio"} {
+		if m[k] != "" {
+			s += ":" + k + "=" + m[k]
+		}
+	}
+	return s, nil
+}
+
+func jitterParams(p map[string]any) (string, error) {
+	keys := []string{"brightness", "contrast", "saturation", "hue"}
+	m, err := takeParams(p, keys...)
+	if err != nil {
+		return "", err
+	}
+	v := make([]string, len(keys))
+	for i, k := range keys {
+		if v[i] = m[k]; v[i] == "" {
+			v[i] = "0"
+		}
+	}
+	return strings.Join(v, "/"), nil
+}
+
+func shiftParams(p map[string]any) (string, error) {
+	m, err := takeParams(p, "seconds", "roll")
+	if err != nil {
+		return "", err
+	}
+	if m["seconds"] == "" {
+		return "", errors.New("missing parameter seconds")
+	}
+	roll, err := flagParam(m, "roll")
+	s := m["seconds"]
+	if roll {
+		s += ":roll"
+	}
+	return s, err
+}
