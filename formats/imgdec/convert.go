@@ -13,7 +13,7 @@ func toNRGBA(m image.Image) *image.NRGBA {
 		return n
 	}
 	w, h := b.Dx(), b.Dy()
-	dst := image.NewNRGBA(image.Rect(0, 0, w, h))
+	dst := newNRGBA(w, h) // every byte is written below
 	switch s := m.(type) {
 	case *image.YCbCr:
 		for y := 0; y < h; y++ {

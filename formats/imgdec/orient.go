@@ -15,7 +15,7 @@ func applyOrientation(src *image.NRGBA, o int) *image.NRGBA {
 	if o >= 5 { // 5..8 swap the axes
 		dw, dh = sh, sw
 	}
-	dst := image.NewNRGBA(image.Rect(0, 0, dw, dh))
+	dst := newNRGBA(dw, dh) // every byte is written below
 	for dy := 0; dy < dh; dy++ {
 		row := dst.Pix[dy*dst.Stride : dy*dst.Stride+4*dw]
 		for dx := 0; dx < dw; dx++ {
@@ -23,6 +23,7 @@ func applyOrientation(src *image.NRGBA, o int) *image.NRGBA {
 			copy(row[4*dx:4*dx+4], src.Pix[sy*src.Stride+4*sx:])
 		}
 	}
+	Release(src)
 	return dst
 }
 

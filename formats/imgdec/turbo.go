@@ -1,0 +1,134 @@
+//go:build cgo
+
+package imgdec
+
+/*
+#cgo LDFLAGS: -ljpeg
+#include <stdio.h>
+#include <stdlib.h>
+#include <setjmp.h>
+#include <jpeglib.h>
+#include <jerror.h>
+
+enum { prep_ok = 0, prep_fail = 1, prep_unsupported = 2, prep_truncated = 3 };
+
+struct prep_err {
+	struct jpeg_error_mgr pub;
+	jmp_buf jump;
+	int truncated;
+	char msg[JMSG_LENGTH_MAX];
+};
+
+static void prep_error_exit(j_common_ptr c) {
+	struct prep_err *e = (struct prep_err *)c->err;
+	(*c->err->format_message)(c, e->msg);
+	longjmp(e->jump, 1);
+}
+
+// Warnings are about corrupt data the library worked around; only the end of
+// data arriving early is fatal, the way Pillow refuses truncated files.
+static void prep_emit_message(j_common_ptr c, int level) {
+	if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) {
+		((struct prep_err *)c->err)->truncated = 1;
+		prep_error_exit(c);
+	}
+}
+
+// prep_decode decodes a JPEG scaled by 1/denom straight into RGBA rows of
+// stride bytes in out, which must hold exactly want_w × want_h pixels.
+static int prep_decode(const unsigned char *data, unsigned long size, int denom,
+		unsigned char *out, int stride, int want_w, int want_h, char *msg, int msglen) {
+	struct jpeg_decompress_struct d;
+	struct prep_err e;
+	d.err = jpeg_std_error(&e.pub);
+	e.pub.error_exit = prep_error_exit;
+	e.pub.emit_message = prep_emit_message;
+	e.truncated = 0;
+	e.msg[0] = 0;
+	if (setjmp(e.jump)) {
+		snprintf(msg, msglen, "%s", e.msg);
+		jpeg_destroy_decompress(&d);
+		return e.truncated ? prep_truncated : prep_fail;
+	}
+	jpeg_create_decompress(&d);
+	jpeg_mem_src(&d, data, size);
+	jpeg_read_header(&d, TRUE);
+	if (d.jpeg_color_space == JCS_CMYK || d.jpeg_color_space == JCS_YCCK) {
+		jpeg_destroy_decompress(&d);
+		return prep_unsupported;
+	}
+	d.out_color_space = JCS_EXT_RGBA;
+	d.scale_num = 1;
+	d.scale_denom = denom;
+	d.dct_method = JDCT_ISLOW; // exact and deterministic; Pillow's default too
+	jpeg_start_decompress(&d);
+	if ((int)d.output_width != want_w || (int)d.output_height != want_h) {
+		snprintf(msg, msglen, "libjpeg output %ux%u, expected %dx%d",
+			d.output_width, d.output_height, want_w, want_h);
+		jpeg_destroy_decompress(&d);
+		return prep_fail;
+	}
+	JSAMPROW rows[16];
+	while (d.output_scanline < d.output_height) {
+		int n = 0;
+		for (; n < 16 && d.output_scanline + n < d.output_height; n++) {
+			rows[n] = out + (size_t)(d.output_scanline + n) * stride;
+		}
+		jpeg_read_scanlines(&d, rows, n);
+	}
+	jpeg_finish_decompress(&d);
+	jpeg_destroy_decompress(&d);
+	return prep_ok;
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"image"
+	"unsafe"
+)
+
+const turboBuiltIn = true
+
+// errTurboUnsupported sends CMYK and YCCK JPEGs, which libjpeg cannot turn
+// into RGB, to the Go decoder.
+var errTurboUnsupported = errors.New("libjpeg-turbo cannot convert this colour space to RGB")
+
+// scaleFor picks the largest DCT denominator (8, 4, 2) whose output keeps the
+// shorter side at least minSide; 1 when minSide is 0 or nothing fits.
+func scaleFor(w, h, minSide int) int {
+	if minSide <= 0 {
+		return 1
+	}
+	short := min(w, h)
+	for _, d := range []int{8, 4, 2} {
+		if (short+d-1)/d >= minSide {
+			return d
+		}
+	}
+	return 1
+}
+
+func decodeTurbo(data []byte, cfg image.Config, minSide int) (*image.NRGBA, int, error) {
+	denom := scaleFor(cfg.Width, cfg.Height, minSide)
+	// libjpeg rounds scaled sizes up (jdiv_round_up).
+	w, h := (cfg.Width+denom-1)/denom, (cfg.Height+denom-1)/denom
+	img := newNRGBA(w, h)
+	var msg [200]C.char
+	rc := C.prep_decode((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(denom),
+		(*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(w), C.int(h), &msg[0], C.int(len(msg)))
+	switch rc {
+	case C.prep_ok:
+		return img, denom, nil
+	case C.prep_unsupported:
+		Release(img)
+		return nil, 1, errTurboUnsupported
+	case C.prep_truncated:
+		Release(img)
+		return nil, 1, fmt.Errorf("truncated JPEG: the file ends after %d bytes without its end marker (libjpeg-turbo: %s)", len(data), C.GoString(&msg[0]))
+	}
+	Release(img)
+	return nil, 1, fmt.Errorf("corrupt JPEG: libjpeg-turbo: %s", C.GoString(&msg[0]))
+}
