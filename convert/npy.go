@@ -1,0 +1,97 @@
+package convert
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/npy"
+)
+
+// NPYOptions configure the .npy/.npz handler.
+type NPYOptions struct {
+	// SplitAxis is -1 to make each file one sample, or 0 to make each row
+	// along axis 0 a sample (a file of N examples stacked in one array).
+	SplitAxis int
+}
+
+// NewNPYHandler reads .npy files (one field, "data") and .npz archives
+// (one field per member, sorted by name). Numeric arrays are passed
+// through unchanged: recipes apply to images and audio, so every copy of
+// an array is the same and Params is nil.
+//
+// With SplitAxis 0 every field is split along axis 0 into samples keyed
+// "KEY#r<row>"; all fields of an .npz must then have the same length
+// along axis 0. The samples share memory with the input.
+func NewNPYHandler(opt NPYOptions) Handler {
+	return HandlerFunc(func(_ context.Context, in *Input, _ int, _ *rand.Rand) ([]formats.Sample, error) {
+		if opt.SplitAxis != -1 && opt.SplitAxis != 0 {
+			return nil, Fatal(fmt.Errorf("split axis %d is not supported: use -1 (a file is a sample) or 0 (a row is a sample)", opt.SplitAxis))
+		}
+		var fields []formats.Field
+		if ext(in.Key) == ".npz" {
+			fs, err := npy.ParseNPZ(in.Data)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", in.Key, err)
+			}
+			fields = fs
+		} else {
+			t, err := npy.Parse(in.Data)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", in.Key, err)
+			}
+			fields = []formats.Field{{Name: formats.DataField, Tensor: t}}
+		}
+		if opt.SplitAxis == -1 {
+			return []formats.Sample{{Key: in.Key, Source: in.Source, Label: in.Label, Fields: fields}}, nil
+		}
+		samples, err := splitRows(in, fields)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", in.Key, err)
+		}
+		return samples, nil
+	})
+}
+
+// splitRows makes one sample per row along axis 0 of every field.
+func splitRows(in *Input, fields []formats.Field) ([]formats.Sample, error) {
+	rows := -1
+	for _, f := range fields {
+		if len(f.Shape) == 0 {
+			return nil, fmt.Errorf("array %s is 0-d and cannot be split into rows; use split axis -1", f.Name)
+		}
+		switch {
+		case rows < 0:
+			rows = f.Shape[0]
+		case f.Shape[0] != rows:
+			return nil, fmt.Errorf("cannot split into rows: array %s has %d rows along axis 0, array %s has %d; every array must have the same number",
+				fields[0].Name, rows, f.Name, f.Shape[0])
+		}
+	}
+	if rows == 0 {
+		return nil, fmt.Errorf("array %s has no rows along axis 0, so there are no samples", fields[0].Name)
+	}
+	samples := make([]formats.Sample, rows)
+	for r := range samples {
+		samples[r] = formats.Sample{
+			Key:    in.Key + "#r" + strconv.Itoa(r),
+			Source: in.Source,
+			Label:  in.Label,
+			Fields: make([]formats.Field, len(fields)),
+		}
+	}
+	for i, f := range fields {
+		shape := f.Shape[1:]
+		n := len(f.Data) / rows
+		for r := range samples {
+			samples[r].Fields[i] = formats.Field{Name: f.Name, Tensor: formats.Tensor{
+				DType: f.DType,
+				Shape: shape,
+				Data:  f.Data[r*n : (r+1)*n : (r+1)*n],
+			}}
+		}
+	}
+	return samples, nil
+}
