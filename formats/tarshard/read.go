@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path"
@@ -245,4 +246,18 @@ func Describe(name string) (Summary, error) {
 	sum.Bytes = h.n
 	sum.SHA256 = hex.EncodeToString(h.h.Sum(nil))
 	return sum, nil
+}
+
+// hashWriter hashes and counts the bytes on their way to w.
+type hashWriter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (h *hashWriter) Write(p []byte) (int, error) {
+	n, err := h.w.Write(p)
+	h.h.Write(p[:n])
+	h.n += int64(n)
+	return n, err
 }

@@ -453,3 +453,36 @@ func benchShard(b *testing.B, f formats.ShardFormat, s formats.Sample) {
 		b.Fatal(err)
 	}
 }
+
+// TestDiskFull writes a shard onto /dev/full: the write error must reach
+// Add or Close, and no file may appear under the final name.
+func TestDiskFull(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("needs /dev/full")
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.tar")
+	if err := os.Symlink("/dev/full", formats.TempName(p)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := PNG().Create(p, formats.ShardMeta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := imageSample("k", 0, 224, 224, 3)
+	var addErr error
+	for i := 0; i < 20 && addErr == nil; i++ {
+		s.Key = fmt.Sprint("k", i)
+		addErr = w.Add(&s)
+	}
+	_, closeErr := w.Close()
+	if addErr == nil && closeErr == nil {
+		t.Fatal("writing 3 MB to /dev/full succeeded")
+	}
+	if closeErr == nil || !strings.Contains(closeErr.Error(), "no space") {
+		t.Errorf("Close: %v, want the disk-full error", closeErr)
+	}
+	if got := ls(t, dir); len(got) != 0 {
+		t.Errorf("after a failed Close the folder holds %q", got)
+	}
+}

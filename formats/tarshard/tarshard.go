@@ -23,18 +23,13 @@ package tarshard
 
 import (
 	"archive/tar"
-	"bufio"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prep-dev/prep/formats"
@@ -58,10 +53,6 @@ func (f format) Name() string { return f.name }
 // Ext returns ".tar".
 func (f format) Ext() string { return ".tar" }
 
-// bufPool recycles the file buffers of finished shards: fresh memory is
-// slow to touch, reused memory is not.
-var bufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 1<<20) }}
-
 // Create starts a shard that is written to formats.TempName(path) and
 // renamed to path by Close. meta is recorded by the manifest, not in the
 // shard, so the archive holds nothing but samples.
@@ -71,34 +62,15 @@ func (f format) Create(path string, meta formats.ShardMeta) (formats.ShardWriter
 	if err != nil {
 		return nil, fmt.Errorf("create shard: %w", err)
 	}
-	w := &writer{format: f, path: path, file: file, buf: bufPool.Get().(*bufio.Writer)}
-	w.buf.Reset(file)
-	w.sum = hashWriter{w: w.buf, h: sha256.New()}
-	w.tw = tar.NewWriter(&w.sum)
+	w := &writer{format: f, path: path, file: newFileWriter(file)}
+	w.tw = tar.NewWriter(w.file)
 	return w, nil
-}
-
-// hashWriter hashes and counts the bytes on their way to the file, so
-// Close needs no second read.
-type hashWriter struct {
-	w io.Writer
-	h hash.Hash
-	n int64
-}
-
-func (h *hashWriter) Write(p []byte) (int, error) {
-	n, err := h.w.Write(p)
-	h.h.Write(p[:n])
-	h.n += int64(n)
-	return n, err
 }
 
 type writer struct {
 	format
 	path  string
-	file  *os.File
-	buf   *bufio.Writer
-	sum   hashWriter
+	file  *fileWriter // hashes while it writes, so Close needs no second read
 	tw    *tar.Writer
 	stems stems
 	png   pngEncoder
@@ -288,13 +260,19 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 		return formats.ShardInfo{}, errors.New("shard closed twice")
 	}
 	w.done = true
-	defer w.release()
 	tmp := formats.TempName(w.path)
-	err := w.err
+	var (
+		size int64
+		sum  []byte
+		err  = w.err
+	)
 	if err == nil {
-		err = w.finish()
+		err = w.tw.Close()
+	}
+	if err == nil {
+		size, sum, err = w.file.close()
 	} else {
-		w.file.Close()
+		w.file.abort()
 	}
 	if err == nil {
 		err = os.Rename(tmp, w.path)
@@ -309,23 +287,9 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 	return formats.ShardInfo{
 		File:   filepath.Base(w.path),
 		Count:  w.count,
-		Bytes:  w.sum.n,
-		SHA256: hex.EncodeToString(w.sum.h.Sum(nil)),
+		Bytes:  size,
+		SHA256: hex.EncodeToString(sum),
 	}, nil
-}
-
-func (w *writer) finish() error {
-	err := w.tw.Close()
-	if err == nil {
-		err = w.buf.Flush()
-	}
-	if err == nil {
-		err = w.file.Sync()
-	}
-	if cerr := w.file.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Abort removes the unfinished shard. After Close it does nothing.
@@ -334,20 +298,11 @@ func (w *writer) Abort() error {
 		return nil
 	}
 	w.done = true
-	w.release()
-	w.file.Close()
+	w.file.abort()
 	if err := os.Remove(formats.TempName(w.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove unfinished shard: %w", err)
 	}
 	return nil
-}
-
-func (w *writer) release() {
-	if w.buf != nil {
-		w.buf.Reset(nil)
-		bufPool.Put(w.buf)
-		w.buf = nil
-	}
 }
 
 func syncDir(dir string) error {
