@@ -1,0 +1,45 @@
+package augment
+
+import (
+	"testing"
+
+	"github.com/disintegration/imaging"
+)
+
+// BenchmarkResizeCrop is the common validation recipe on a 1024x768 photo-
+// sized image.
+func BenchmarkResizeCrop(b *testing.B) {
+	benchRecipe(b, "resize=256,crop=224")
+}
+
+// BenchmarkTrainRecipe is a typical training recipe.
+func BenchmarkTrainRecipe(b *testing.B) {
+	benchRecipe(b, "rrc=224,hflip=0.5,jitter=0.4/0.4/0.4/0.1")
+}
+
+func benchRecipe(b *testing.B, recipe string) {
+	r := mustParse(b, recipe)
+	img := noiseImage(1024, 768, 1)
+	rng := newRand(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Apply(img, rng)
+	}
+}
+
+// BenchmarkFilter compares the filter we resize with against Lanczos, for
+// the resize=256 step of BenchmarkResizeCrop.
+func BenchmarkFilter(b *testing.B) {
+	img := noiseImage(1024, 768, 1)
+	for _, f := range []struct {
+		name   string
+		filter imaging.ResampleFilter
+	}{{"CatmullRom", imaging.CatmullRom}, {"Lanczos", imaging.Lanczos}} {
+		b.Run(f.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				imaging.Resize(img, 341, 256, f.filter)
+			}
+		})
+	}
+}
