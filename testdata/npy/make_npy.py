@@ -91,6 +91,9 @@ def make_ok(rng):
     files["i2_fortran.npy"] = (np.asfortranarray(values(rng, "<i2", (4, 7))), None)
     files["c16_be_fortran.npy"] = (np.asfortranarray(values(rng, ">c16", (3, 2))), None)
     files["u1_fortran_4d.npy"] = (np.asfortranarray(values(rng, "|u1", (2, 3, 2, 3))), None)
+    # Larger than one 32×32 tile of prep's 2-D transpose, with ragged edges.
+    files["f4_fortran_70x45.npy"] = (np.asfortranarray(values(rng, "<f4", (70, 45))), None)
+    files["u2_be_fortran_33x65.npy"] = (np.asfortranarray(values(rng, ">u2", (33, 65))), None)
     # Header versions.
     files["f8_v2.npy"] = (values(rng, "<f8", (2, 5)), (2, 0))
     files["i4_be_fortran_v3.npy"] = (np.asfortranarray(values(rng, ">i4", (3, 4))), (3, 0))
