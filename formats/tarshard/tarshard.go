@@ -282,7 +282,10 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return formats.ShardInfo{}, fmt.Errorf("write shard %s: %w", w.path, err)
+		if err != w.err { // w.err names the shard already
+			err = fmt.Errorf("write shard %s: %w", w.path, err)
+		}
+		return formats.ShardInfo{}, err
 	}
 	return formats.ShardInfo{
 		File:   filepath.Base(w.path),
