@@ -13,6 +13,11 @@ import (
 // segment becomes '_' ("cat/001.jpg#c1" → "cat/001_jpg_c1", ".." → "__"),
 // and empty segments are dropped, which removes leading, trailing and
 // doubled slashes. The original key is kept in the sample's JSON member.
+//
+// Within one shard, a key whose stem an earlier, different key already
+// holds gets the suffix '-' and the FNV-1a 32-bit hash of the key in hex
+// ("a b.jpg" → "a_b_jpg", then "a_b.jpg" → "a_b_jpg-02800df8"); a key
+// given twice is an error.
 func Stem(key string) (string, error) {
 	var b strings.Builder
 	b.Grow(len(key))
