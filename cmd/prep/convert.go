@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cheggaaa/pb/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/prep-dev/prep/augment"
+	"github.com/prep-dev/prep/cloudsrc"
+	"github.com/prep-dev/prep/convert"
+	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/hdf5"
+	"github.com/prep-dev/prep/formats/imgdec"
+	"github.com/prep-dev/prep/formats/tarshard"
+)
+
+func init() { commands = append(commands, newConvertCmd) }
+
+// Input kinds by file extension.
+var (
+	imageExts = []string{".jpg", ".jpeg", ".png"}
+	videoExts = []string{".mp4", ".mkv", ".webm", ".avi", ".mov"}
+	audioExts = []string{".wav", ".flac", ".mp3", ".ogg", ".opus"}
+	npyExts   = []string{".npy", ".npz"}
+)
+
+type convertFlags struct {
+	recipe        string
+	format        string
+	shardSize     string
+	itemsPerShard int
+	workers       int
+	ioWorkers     int
+	seed          uint64
+	copies        int
+	taskIndex     int
+	taskCount     int
+	resume        bool
+	overwrite     bool
+	strict        bool
+	jsonOut       bool
+	maxPixels     int64
+	decoder       string
+}
+
+func newConvertCmd() *cobra.Command {
+	var f convertFlags
+	cmd := &cobra.Command{
+		Use:   "convert SRC DST",
+		Short: "Convert raw inputs into uncompressed, augmented shards",
+		Long: `convert reads SRC — a folder in ImageFolder layout (SRC/<class>/<file>; the
+sorted class names become labels 0..K-1), a flat folder (no labels), a CSV or
+JSONL list of path,label, or gs://bucket/prefix — decodes and augments every
+input ahead of time, and writes shards plus manifest.json into DST (a folder
+or gs://bucket/prefix).
+
+Shards are written under NAME.tmp and renamed when complete; after Ctrl-C,
+rerun with --resume to keep the finished shards and redo the rest.`,
+		Example: `  # ImageFolder of photos -> 224x224 HDF5 shards, two augmented copies each
+  prep convert ./photos ./shards --recipe "resize=256,crop=224:random,hflip=0.5" --seed 7 --copies 2
+
+  # resume an interrupted run; inputs, recipe and seed must be unchanged
+  prep convert ./photos ./shards --recipe "resize=256,crop=224:random,hflip=0.5" --seed 7 --copies 2 --resume
+
+  # task 3 of 16 on a batch engine (defaults come from BATCH_TASK_INDEX/COUNT etc.)
+  prep convert gs://bkt/raw gs://bkt/shards --recipe recipe.yaml --task-index 3 --task-count 16`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runConvert(cmd, args[0], args[1], &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.recipe, "recipe", "", `augmentations, e.g. "resize=256,crop=224:random,hflip=0.5", or a .yaml/.json file`)
+	fl.StringVar(&f.format, "format", "", "shard format: hdf5, png (PNG-0 in tar) or wav (WAV in tar); default hdf5, wav for audio")
+	fl.StringVar(&f.shardSize, "shard-size", "256MiB", "target shard size (B, KB, MB, GB, KiB, MiB, GiB)")
+	fl.IntVar(&f.itemsPerShard, "items-per-shard", 0, "inputs × copies per shard; 0 derives it from --shard-size")
+	fl.IntVar(&f.workers, "workers", 0, "decode+augment workers (default: number of CPUs)")
+	fl.IntVar(&f.ioWorkers, "io-workers", 64, "concurrent reads from the source")
+	fl.Uint64Var(&f.seed, "seed", 0, "random seed: the same inputs, recipe and seed give byte-identical shards")
+	fl.IntVar(&f.copies, "copies", 1, "independently augmented copies of each input")
+	fl.IntVar(&f.taskIndex, "task-index", -1, "this task's index in a distributed run (default from CLOUD_RUN_TASK_INDEX, BATCH_TASK_INDEX or JOB_COMPLETION_INDEX)")
+	fl.IntVar(&f.taskCount, "task-count", 0, "number of tasks in a distributed run (default from CLOUD_RUN_TASK_COUNT or BATCH_TASK_COUNT, else 1)")
+	fl.BoolVar(&f.resume, "resume", false, "keep finished shards of an earlier run into DST and redo the rest")
+	fl.BoolVar(&f.overwrite, "overwrite", false, "replace an earlier run in DST, or write beside other files")
+	fl.BoolVar(&f.strict, "strict", false, "fail on the first bad input instead of skipping it")
+	fl.BoolVar(&f.jsonOut, "json", false, "print the summary as JSON on stdout")
+	fl.Int64Var(&f.maxPixels, "max-pixels", 100_000_000, "refuse images whose header declares more pixels")
+	fl.StringVar(&f.decoder, "decoder", "auto", "JPEG decoder: auto, turbo (libjpeg-turbo, DCT scaling) or go (image/jpeg)")
+	return cmd
+}
+
+// taskFromEnv fills --task-index/--task-count from the batch engines'
+// variables when the flags are not given.
+func taskFromEnv(index, count int) (int, int, error) {
+	envInt := func(names ...string) (int, bool, error) {
+		for _, n := range names {
+			if v := os.Getenv(n); v != "" {
+				i, err := strconv.Atoi(v)
+				if err != nil {
+					return 0, false, usagef("%s=%q is not a number", n, v)
+				}
+				return i, true, nil
+			}
+		}
+		return 0, false, nil
+	}
+	if index < 0 {
+		i, ok, err := envInt("CLOUD_RUN_TASK_INDEX", "BATCH_TASK_INDEX", "JOB_COMPLETION_INDEX")
+		if err != nil {
+			return 0, 0, err
+		}
+		index = 0
+		if ok {
+			index = i
+		}
+	}
+	if count <= 0 {
+		c, ok, err := envInt("CLOUD_RUN_TASK_COUNT", "BATCH_TASK_COUNT")
+		if err != nil {
+			return 0, 0, err
+		}
+		count = 1
+		if ok {
+			count = c
+		}
+	}
+	if index >= count {
+		return 0, 0, usagef("task index %d is not below the task count %d: set --task-count (a Kubernetes Indexed Job gives only JOB_COMPLETION_INDEX)", index, count)
+	}
+	return index, count, nil
+}
+
+// parseSize reads "512MiB", "1GB", "4096".
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("size %q: want a positive number with an optional unit, e.g. 256MiB", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+func hasExt(key string, exts []string) bool {
+	e := strings.ToLower(path.Ext(key))
+	for _, x := range exts {
+		if e == x {
+			return true
+		}
+	}
+	return false
+}
+
+func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
+	ctx := cmd.Context()
+	shardSize, err := parseSize(f.shardSize)
+	if err != nil {
+		return usageError{fmt.Errorf("--shard-size: %w", err)}
+	}
+	if f.copies < 1 {
+		return usagef("--copies %d: must be at least 1", f.copies)
+	}
+	if f.workers < 0 || f.ioWorkers < 1 {
+		return usagef("--workers must be >= 0 and --io-workers >= 1")
+	}
+	taskIndex, taskCount, err := taskFromEnv(f.taskIndex, f.taskCount)
+	if err != nil {
+		return err
+	}
+	recipe, err := augment.ParseOrLoad(f.recipe)
+	if err != nil {
+		return usageError{err}
+	}
+	switch f.decoder {
+	case "auto", "go", "turbo":
+	default:
+		return usagef("--decoder %q: want auto, turbo or go", f.decoder)
+	}
+	decOpt := imgdec.Options{MaxPixels: f.maxPixels, Decoder: f.decoder}
+	imageHandler := convert.NewImageHandler(func(data []byte, minSide int) (*image.NRGBA, error) {
+		o := decOpt
+		o.MinSide = minSide
+		img, _, err := imgdec.Decode(data, o)
+		return img, err
+	}, recipe, recipe.MinSide())
+	handler := func(key string) convert.Handler {
+		switch {
+		case hasExt(key, imageExts):
+			return imageHandler
+		}
+		return nil
+	}
+
+	listing, err := listInputs(ctx, src, func(k string) bool { return handler(k) != nil })
+	if err != nil {
+		return err
+	}
+	format, err := pickFormat(f.format, listing)
+	if err != nil {
+		return err
+	}
+	sink, err := cloudsrc.NewLocalSink(dst)
+	if err != nil {
+		return err
+	}
+	opts := map[string]string{"max_pixels": strconv.FormatInt(f.maxPixels, 10), "decoder": f.decoder}
+	progress, done := newProgress(cmd.ErrOrStderr())
+	defer done()
+	m, sum, err := convert.Run(ctx, listing, convert.Options{
+		Sink: sink, Format: format, Handler: handler,
+		Recipe: recipe.String(), Seed: f.seed, Copies: f.copies, Options: opts, Version: version,
+		ShardSize: shardSize, ItemsPerShard: f.itemsPerShard, Workers: f.workers, IOWorkers: f.ioWorkers,
+		TaskIndex: taskIndex, TaskCount: taskCount,
+		Resume: f.resume, Overwrite: f.overwrite, Strict: f.strict,
+		Progress: progress,
+	})
+	done()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted: finished shards are kept; rerun with --resume to continue: %w", context.Canceled)
+		}
+		return err
+	}
+	if f.jsonOut {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}
+	printSummary(cmd.OutOrStdout(), m.Format, sum)
+	return nil
+}
+
+func pickFormat(name string, l *convert.Listing) (formats.ShardFormat, error) {
+	if name == "" {
+		// Audio alone defaults to WAV; everything else to HDF5.
+		name = "hdf5"
+		if len(l.Entries) > 0 {
+			name = "wav"
+			for _, e := range l.Entries {
+				if !hasExt(e.Key, audioExts) {
+					name = "hdf5"
+					break
+				}
+			}
+		}
+	}
+	switch name {
+	case "hdf5":
+		return hdf5.Format{}, nil
+	case "png":
+		return tarshard.PNG(), nil
+	case "wav":
+		return tarshard.WAV(), nil
+	}
+	return nil, usagef("--format %q: want hdf5, png or wav", name)
+}
+
+// listInputs lists SRC: a CSV/JSONL list of inputs, or a folder/bucket.
+func listInputs(ctx context.Context, src string, handled func(string) bool) (*convert.Listing, error) {
+	if convert.IsManifestFile(src) {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return nil, fmt.Errorf("input list %s: %w", src, err)
+		}
+		dir := cloudsrc.Dir{Root: filepath.Dir(src)}
+		return convert.ParseInputList(src, data, func(uri string) (cloudsrc.Source, string, error) {
+			return dir, uri, nil
+		})
+	}
+	return convert.ListSource(ctx, cloudsrc.Dir{Root: src}, handled)
+}
+
+func printSummary(w io.Writer, format string, s *convert.Summary) {
+	fmt.Fprintf(w, "converted %d samples (%s) into %d new shards (%d kept) in %.1fs: %.0f samples/s, %.1f MB/s\n",
+		s.Samples, humanBytes(s.Bytes), s.ShardsWritten, s.ShardsKept, s.Seconds, s.SamplesPerSec, s.MBPerSec)
+	if len(s.Skipped) > 0 {
+		fmt.Fprintf(w, "skipped %d inputs (listed in the manifest):\n", len(s.Skipped))
+		for i, k := range s.Skipped {
+			if i == 20 {
+				fmt.Fprintf(w, "  ... and %d more\n", len(s.Skipped)-i)
+				break
+			}
+			fmt.Fprintf(w, "  %s: %s\n", k.Key, k.Reason)
+		}
+	}
+	if len(s.Ignored) > 0 {
+		fmt.Fprintf(w, "ignored %d files of unsupported types\n", len(s.Ignored))
+	}
+	fmt.Fprintf(w, "manifest: %s\n", s.Manifest)
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// newProgress shows a pb bar on a terminal, and a log line every few
+// seconds otherwise. done stops it; it may be called twice.
+func newProgress(w io.Writer) (func(convert.Progress), func()) {
+	start := time.Now()
+	if file, ok := w.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+		var bar *pb.ProgressBar
+		tmpl := `{{counters . }} items {{bar . }} {{percent . }} {{speed . "%s items/s"}} {{string . "mb"}} {{rtime . "ETA %s"}}`
+		return func(p convert.Progress) {
+				if bar == nil {
+					bar = pb.New(p.TotalItems).SetTemplateString(tmpl).SetWriter(w).Start()
+				}
+				bar.SetCurrent(int64(p.Items))
+				if s := time.Since(start).Seconds(); s > 0 {
+					bar.Set("mb", fmt.Sprintf("%.1f MB/s", float64(p.Bytes)/1e6/s))
+				}
+			}, func() {
+				if bar != nil {
+					bar.Finish()
+					bar = nil
+				}
+			}
+	}
+	last := time.Now()
+	return func(p convert.Progress) {
+		if time.Since(last) < 5*time.Second {
+			return
+		}
+		last = time.Now()
+		s := time.Since(start).Seconds()
+		fmt.Fprintf(w, "prep: %d/%d items, %d samples, %.0f samples/s, %.1f MB/s, %d skipped\n",
+			p.Items, p.TotalItems, p.Samples, float64(p.Samples)/s, float64(p.Bytes)/1e6/s, p.Skipped)
+	}, func() {}
+}
