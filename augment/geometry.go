@@ -10,9 +10,10 @@ import (
 	"github.com/disintegration/imaging"
 )
 
-// filter is the resampling filter of every resize. Catmull-Rom is the
-// bicubic kernel (a = -0.5) that PIL's BICUBIC uses, sharper than bilinear
-// and, with a support of 2 against Lanczos's 3, about a third cheaper.
+// filter is the resampling filter of every resize (see resample). Catmull-
+// Rom is the bicubic kernel (a = -0.5) of PIL's BICUBIC, sharper than
+// bilinear and, with a support of 2 against Lanczos's 3, about a third
+// cheaper.
 var filter = imaging.CatmullRom
 
 // black is the fill of padding and of corners uncovered by rotation:
@@ -95,7 +96,7 @@ func resizeTo(img *image.NRGBA, w, h int) *image.NRGBA {
 	if img.Rect.Dx() == w && img.Rect.Dy() == h {
 		return img
 	}
-	return imaging.Resize(img, w, h, filter)
+	return resample(img, w, h)
 }
 
 // crop cuts a w x h window, centered or (random) at a uniform position.
@@ -245,7 +246,7 @@ func (o rrc) applyImage(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any) {
 	if w == o.w && h == o.h {
 		return cropPad(img, win), []int{x, y, w, h}
 	}
-	return imaging.Resize(img.SubImage(win.Add(img.Rect.Min)), o.w, o.h, filter), []int{x, y, w, h}
+	return resample(img.SubImage(win.Add(img.Rect.Min)).(*image.NRGBA), o.w, o.h), []int{x, y, w, h}
 }
 
 // window is torchvision's RandomResizedCrop.get_params: up to 10 tries of

@@ -68,8 +68,26 @@ func TestResize(t *testing.T) {
 	}
 }
 
-// TestResizeFilter checks that resizing is imaging's Catmull-Rom, pixel
-// for pixel, also for an input that does not start at the origin.
+// maxDiff returns the largest difference between two images' values, or
+// 256 when their sizes differ.
+func maxDiff(a, b *image.NRGBA) int {
+	if a.Rect.Size() != b.Rect.Size() {
+		return 256
+	}
+	d := 0
+	for y := range a.Rect.Dy() {
+		ra := a.Pix[a.PixOffset(a.Rect.Min.X, a.Rect.Min.Y+y):][:a.Rect.Dx()*4]
+		rb := b.Pix[b.PixOffset(b.Rect.Min.X, b.Rect.Min.Y+y):][:b.Rect.Dx()*4]
+		for i := range ra {
+			d = max(d, absDiff(ra[i], rb[i]))
+		}
+	}
+	return d
+}
+
+// TestResizeFilter checks that resizing is imaging's Catmull-Rom, within
+// 1 (fixed-point weights), also for an input that does not start at the
+// origin.
 func TestResizeFilter(t *testing.T) {
 	src := noiseImage(120, 90, 3)
 	sub := src.SubImage(image.Rect(10, 10, 110, 85)).(*image.NRGBA)
@@ -84,8 +102,8 @@ func TestResizeFilter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		out, _ := mustParse(t, tt.recipe).Apply(tt.img, newRand(1))
-		if !bytes.Equal(out.Pix, tt.want.Pix) || out.Rect != tt.want.Rect {
-			t.Errorf("%s: differs from imaging.Resize CatmullRom", tt.recipe)
+		if d := maxDiff(out, tt.want); d > 1 || out.Rect.Min != (image.Point{}) {
+			t.Errorf("%s: differs from imaging.Resize CatmullRom by %d (bounds %v)", tt.recipe, d, out.Rect)
 		}
 	}
 }
@@ -192,8 +210,8 @@ func TestRRC(t *testing.T) {
 			t.Fatalf("seed %d: window %v has area %.3f, ratio %.3f", seed, win, area, ratio)
 		}
 		want := imaging.Resize(img.SubImage(image.Rect(x, y, x+w, y+h)), 64, 48, imaging.CatmullRom)
-		if !bytes.Equal(out.Pix, want.Pix) || out.Rect != want.Rect {
-			t.Fatalf("seed %d: output is not the window %v resized to 64x48", seed, win)
+		if d := maxDiff(out, want); d > 1 {
+			t.Fatalf("seed %d: output differs by %d from the window %v resized to 64x48", seed, d, win)
 		}
 	}
 }
@@ -220,8 +238,8 @@ func TestRRCFallback(t *testing.T) {
 			continue
 		}
 		want := imaging.Resize(img.SubImage(image.Rect(win[0], win[1], win[0]+win[2], win[1]+win[3])), 10, 10, imaging.CatmullRom)
-		if !bytes.Equal(out.Pix, want.Pix) {
-			t.Errorf("%s: output is not the window resized", tt.recipe)
+		if d := maxDiff(out, want); d > 1 {
+			t.Errorf("%s: output differs by %d from the window resized", tt.recipe, d)
 		}
 	}
 }

@@ -357,3 +357,16 @@ func TestApplyDeterministic(t *testing.T) {
 		t.Error("another seed drew the same params")
 	}
 }
+
+// TestApplyDegenerate runs every image op on images with no pixels, one
+// pixel and one row, which must not panic.
+func TestApplyDegenerate(t *testing.T) {
+	r := mustParse(t, fullRecipe+",crop=5,resize=7,rrc=3")
+	for _, size := range []image.Point{{0, 0}, {1, 1}, {1, 9}, {9, 1}} {
+		img := image.NewNRGBA(image.Rectangle{Max: size})
+		out, _ := r.Apply(img, newRand(1))
+		if out.Bounds() != image.Rect(0, 0, 3, 3) && !size.Eq(image.Point{}) {
+			t.Errorf("%v: output %v, want 3x3", size, out.Bounds())
+		}
+	}
+}
