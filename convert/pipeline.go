@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -232,7 +233,12 @@ func (r *run) sink(ctx context.Context, order <-chan *job) (err error) {
 					cur.w = w
 				}
 				if err := cur.w.Add(s); err != nil {
-					return fmt.Errorf("shard %d: %w", cur.index, err)
+					if !errors.Is(err, formats.ErrIncompatible) || r.opt.Strict {
+						return fmt.Errorf("shard %d: %w", cur.index, err)
+					}
+					cur.skipped = append(cur.skipped, manifest.Skipped{Key: s.Key, Reason: err.Error()})
+					p.Skipped++
+					continue
 				}
 				p.Samples++
 				p.Bytes += s.Bytes()

@@ -3,9 +3,15 @@
 package formats
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
+
+// ErrIncompatible marks a sample that a shard writer cannot take next to
+// the samples already in the shard (other fields, dtype or rank). The
+// pipeline skips such a sample and reports it; the shard stays valid.
+var ErrIncompatible = errors.New("incompatible sample")
 
 // DType names an element type the way numpy spells it ("uint8", "float32").
 type DType string

@@ -53,6 +53,7 @@ type convertFlags struct {
 	jsonOut       bool
 	maxPixels     int64
 	decoder       string
+	splitAxis     int
 }
 
 func newConvertCmd() *cobra.Command {
@@ -98,6 +99,7 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.BoolVar(&f.jsonOut, "json", false, "print the summary as JSON on stdout")
 	fl.Int64Var(&f.maxPixels, "max-pixels", 100_000_000, "refuse images whose header declares more pixels")
 	fl.StringVar(&f.decoder, "decoder", "auto", "JPEG decoder: auto, turbo (libjpeg-turbo, DCT scaling) or go (image/jpeg)")
+	fl.IntVar(&f.splitAxis, "split-axis", -1, ".npy/.npz: -1 makes each file one sample, 0 makes each row along axis 0 a sample")
 	return cmd
 }
 
@@ -205,10 +207,16 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 		img, _, err := imgdec.Decode(data, o)
 		return img, err
 	}, recipe, recipe.MinSide())
+	if f.splitAxis != -1 && f.splitAxis != 0 {
+		return usagef("--split-axis %d: want -1 (a file is a sample) or 0 (rows are samples)", f.splitAxis)
+	}
+	npyHandler := convert.NewNPYHandler(convert.NPYOptions{SplitAxis: f.splitAxis})
 	handler := func(key string) convert.Handler {
 		switch {
 		case hasExt(key, imageExts):
 			return imageHandler
+		case hasExt(key, npyExts):
+			return npyHandler
 		}
 		return nil
 	}
@@ -225,7 +233,11 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 	if err != nil {
 		return err
 	}
-	opts := map[string]string{"max_pixels": strconv.FormatInt(f.maxPixels, 10), "decoder": f.decoder}
+	opts := map[string]string{
+		"max_pixels": strconv.FormatInt(f.maxPixels, 10),
+		"decoder":    f.decoder,
+		"split_axis": strconv.Itoa(f.splitAxis),
+	}
 	progress, done := newProgress(cmd.ErrOrStderr())
 	defer done()
 	m, sum, err := convert.Run(ctx, listing, convert.Options{

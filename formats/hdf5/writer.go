@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"gonum.org/v1/hdf5"
@@ -58,8 +59,8 @@ type writer struct {
 }
 
 func (w *writer) Add(s *formats.Sample) error {
-	if len(s.Fields) == 0 {
-		return fmt.Errorf("sample %s has no fields", s.Key)
+	if err := w.check(s); err != nil {
+		return fmt.Errorf("sample %s: %w", s.Key, err)
 	}
 	if len(w.keys) == 0 {
 		for _, f := range s.Fields {
@@ -68,18 +69,8 @@ func (w *writer) Add(s *formats.Sample) error {
 			w.cols = append(w.cols, &column{name: f.Name, dtype: f.DType, shape: slices.Clone(f.Shape), fixed: true, buf: buf})
 		}
 	}
-	if len(s.Fields) != len(w.cols) {
-		return fmt.Errorf("sample %s has %d fields, the shard's first sample has %d", s.Key, len(s.Fields), len(w.cols))
-	}
 	for i, f := range s.Fields {
 		c := w.cols[i]
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("sample %s field %s: %w", s.Key, f.Name, err)
-		}
-		if f.Name != c.name || f.DType != c.dtype || len(f.Shape) != len(c.shape) {
-			return fmt.Errorf("sample %s field %s %s%v does not match the shard's %s %s%v",
-				s.Key, f.Name, f.DType, f.Shape, c.name, c.dtype, c.shape)
-		}
 		if c.fixed && !slices.Equal(f.Shape, c.shape) {
 			c.fixed = false
 		}
@@ -88,6 +79,43 @@ func (w *writer) Add(s *formats.Sample) error {
 	}
 	w.labels = append(w.labels, s.Label)
 	w.keys = append(w.keys, s.Key)
+	return nil
+}
+
+// reserved names the datasets the writer adds itself.
+func reserved(name string) bool {
+	switch name {
+	case "labels", "keys", "offsets", "shapes":
+		return true
+	}
+	return strings.HasSuffix(name, "_offsets") || strings.HasSuffix(name, "_shapes")
+}
+
+// check validates a sample whole before any of it is added, so a refused
+// sample leaves the shard as it was.
+func (w *writer) check(s *formats.Sample) error {
+	if len(s.Fields) == 0 {
+		return fmt.Errorf("%w: no fields", formats.ErrIncompatible)
+	}
+	if len(w.keys) > 0 && len(s.Fields) != len(w.cols) {
+		return fmt.Errorf("%w: %d fields, the shard's first sample has %d (convert such inputs separately)", formats.ErrIncompatible, len(s.Fields), len(w.cols))
+	}
+	for i, f := range s.Fields {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("field %s: %w", f.Name, err)
+		}
+		if f.Name == "" || strings.ContainsAny(f.Name, "/.") || reserved(f.Name) {
+			return fmt.Errorf("%w: field name %q is reserved or not a plain HDF5 name", formats.ErrIncompatible, f.Name)
+		}
+		if len(w.keys) == 0 {
+			continue
+		}
+		c := w.cols[i]
+		if f.Name != c.name || f.DType != c.dtype || len(f.Shape) != len(c.shape) {
+			return fmt.Errorf("%w: field %s %s%v does not match the shard's %s %s%v (convert such inputs separately)",
+				formats.ErrIncompatible, f.Name, f.DType, f.Shape, c.name, c.dtype, c.shape)
+		}
+	}
 	return nil
 }
 
