@@ -1,0 +1,52 @@
+// Package gpu is the small slice of the CUDA driver API and of NVML that
+// bench needs: pinned host buffers, device buffers, asynchronous
+// host-to-device copies on a stream, and utilization sampling. The NVIDIA
+// libraries are loaded at run time, so prep builds and runs on machines
+// without them; NewHost stands in for a GPU there.
+package gpu
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoGPU is wrapped by every error that means "no usable GPU here": a
+// missing driver library, no device, or a device index out of range.
+var ErrNoGPU = errors.New("no GPU")
+
+// DevicePtr is an address in device memory.
+type DevicePtr uint64
+
+// Stream is a queue of device work; operations on one stream run in order.
+type Stream uintptr
+
+// Device is a copy target: a CUDA GPU, or host memory where there is none.
+// Its methods are safe for concurrent use.
+type Device interface {
+	Name() string
+	IsGPU() bool
+	// AllocHost returns page-locked host memory, which the device can copy
+	// from asynchronously and at full link speed.
+	AllocHost(n int) ([]byte, error)
+	FreeHost(b []byte) error
+	Alloc(n int) (DevicePtr, error)
+	Free(p DevicePtr) error
+	NewStream() (Stream, error)
+	// CopyHtoDAsync queues a copy of src to dst on s. src must come from
+	// AllocHost and must not change until Sync(s) returns.
+	CopyHtoDAsync(dst DevicePtr, src []byte, s Stream) error
+	// CopyDtoH copies device memory back, synchronously; for checks.
+	CopyDtoH(dst []byte, src DevicePtr) error
+	Sync(s Stream) error
+	Close() error
+}
+
+// noGPU builds an error that wraps ErrNoGPU but prints only msg.
+func noGPU(format string, args ...any) error {
+	return noGPUError(fmt.Sprintf(format, args...))
+}
+
+type noGPUError string
+
+func (e noGPUError) Error() string        { return string(e) }
+func (e noGPUError) Is(target error) bool { return target == ErrNoGPU }

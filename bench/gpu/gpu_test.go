@@ -1,0 +1,162 @@
+package gpu
+
+import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// roundTrip copies a pattern host → device → host through d.
+func roundTrip(t *testing.T, d Device) {
+	t.Helper()
+	const n = 3<<20 + 17
+	src, err := d.AllocHost(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.FreeHost(src)
+	for i := range src {
+		src[i] = byte(i*7 + i>>11)
+	}
+	p, err := d.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(p)
+	s, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CopyHtoDAsync(p, src, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(s); err != nil {
+		t.Fatal(err)
+	}
+	back := make([]byte, n)
+	if err := d.CopyDtoH(back, p); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back, src) {
+		t.Fatal("device copy differs from the source")
+	}
+}
+
+func TestHostDevice(t *testing.T) {
+	d := NewHost()
+	defer d.Close()
+	if d.IsGPU() || d.Name() != "host memory (no GPU)" {
+		t.Fatalf("host device says IsGPU=%v name=%q", d.IsGPU(), d.Name())
+	}
+	roundTrip(t, d)
+	p, _ := d.Alloc(10)
+	if err := d.CopyHtoDAsync(p, make([]byte, 11), 1); err == nil {
+		t.Fatal("an 11-byte copy into a 10-byte allocation succeeded")
+	}
+	if err := d.Free(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Free(p); err == nil {
+		t.Fatal("double free succeeded")
+	}
+}
+
+// haveLib reports whether the dynamic linker knows a library.
+func haveLib(name string) bool {
+	out, err := exec.Command("/sbin/ldconfig", "-p").Output()
+	return err == nil && strings.Contains(string(out), name)
+}
+
+// TestOpenCUDA runs a real round trip where a GPU exists and checks the
+// no-driver error where none does.
+func TestOpenCUDA(t *testing.T) {
+	d, err := OpenCUDA(0)
+	if err == nil {
+		defer d.Close()
+		if !d.IsGPU() || !strings.HasPrefix(d.Name(), "GPU 0: ") {
+			t.Errorf("IsGPU=%v name=%q", d.IsGPU(), d.Name())
+		}
+		roundTrip(t, d)
+		if _, err := OpenCUDA(1 << 20); !errors.Is(err, ErrNoGPU) || !strings.HasPrefix(err.Error(), "GPU 1048576 not found: this machine has ") {
+			t.Errorf("OpenCUDA(1<<20) = %v", err)
+		}
+		return
+	}
+	if !errors.Is(err, ErrNoGPU) {
+		t.Fatalf("OpenCUDA error %v does not wrap ErrNoGPU", err)
+	}
+	if !haveLib("libcuda.so.1") {
+		if want := "libcuda.so.1 not found: no NVIDIA driver on this machine"; err.Error() != want {
+			t.Fatalf("OpenCUDA error %q, want %q", err, want)
+		}
+	}
+}
+
+func TestOpenMonitor(t *testing.T) {
+	m, err := OpenMonitor(0, 0)
+	if err == nil {
+		defer m.Close()
+		if _, err := m.Sample(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if !errors.Is(err, ErrNoGPU) {
+		t.Fatalf("OpenMonitor error %v does not wrap ErrNoGPU", err)
+	}
+	if !haveLib("libnvidia-ml.so.1") {
+		if want := "libnvidia-ml.so.1 not found: no NVIDIA driver on this machine"; err.Error() != want {
+			t.Fatalf("OpenMonitor error %q, want %q", err, want)
+		}
+	}
+}
+
+func utils(u ...int) []Sample {
+	s := make([]Sample, len(u))
+	for i, v := range u {
+		s[i] = Sample{Util: v, PCIeRX: float64(v) * 1e6, MemUsed: uint64(i)}
+	}
+	return s
+}
+
+func TestSummarize(t *testing.T) {
+	const iv = 100 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		samples []Sample
+		want    Stats
+	}{
+		{"empty", nil, Stats{}},
+		{"busy", utils(100, 100), Stats{Samples: 2, MeanUtil: 100, Idle: 0, MeanPCIeRX: 100e6, PeakMemUsed: 1}},
+		{"idle", utils(0, 0, 0), Stats{Samples: 3, Idle: 1, ZeroShare: 1, LongestZero: 300 * time.Millisecond, PeakMemUsed: 2}},
+		{"stalls", utils(80, 0, 0, 60, 0, 0, 0, 100), Stats{Samples: 8, MeanUtil: 30, Idle: 0.7, ZeroShare: 5.0 / 8,
+			LongestZero: 300 * time.Millisecond, MeanPCIeRX: 30e6, PeakMemUsed: 7}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Summarize(tc.samples, iv)
+			if got != tc.want {
+				t.Fatalf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSparkline(t *testing.T) {
+	for _, tc := range []struct {
+		values []float64
+		width  int
+		want   string
+	}{
+		{nil, 10, ""},
+		{[]float64{0, 50, 100}, 10, "▁▅█"},
+		{[]float64{0, 0, 100, 100, 40, 60}, 3, "▁█▅"},
+		{[]float64{-5, 250}, 2, "▁█"},
+	} {
+		if got := Sparkline(tc.values, tc.width); got != tc.want {
+			t.Errorf("Sparkline(%v, %d) = %q, want %q", tc.values, tc.width, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,25 @@
+//go:build !cgo
+
+package gpu
+
+import (
+	"context"
+	"time"
+)
+
+// Monitor samples a GPU through NVML; go-nvml needs cgo, so a build
+// without it has none.
+type Monitor struct{}
+
+// OpenMonitor reports that this build cannot reach NVML.
+func OpenMonitor(index, pid int) (*Monitor, error) {
+	return nil, noGPU("NVML needs a cgo build of prep (CGO_ENABLED=1)")
+}
+
+func (*Monitor) Name() string            { return "" }
+func (*Monitor) Link() (Link, error)     { return Link{}, ErrNoGPU }
+func (*Monitor) Sample() (Sample, error) { return Sample{}, ErrNoGPU }
+func (*Monitor) Close() error            { return nil }
+func (*Monitor) Run(context.Context, time.Duration, time.Duration, func(Sample)) error {
+	return ErrNoGPU
+}

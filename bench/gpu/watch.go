@@ -1,0 +1,86 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Sample is one NVML reading.
+type Sample struct {
+	At      time.Duration // since the monitor started sampling
+	Util    int           // percent of the period a kernel ran (the process's SM share with a pid)
+	MemUtil int           // percent of the period device memory was read or written
+	PCIeRX  float64       // host-to-device bytes per second
+	MemUsed uint64        // bytes of device memory in use
+}
+
+// Stats summarises a series of samples.
+type Stats struct {
+	Samples     int           `json:"samples"`
+	MeanUtil    float64       `json:"mean_util"`    // percent
+	Idle        float64       `json:"idle"`         // 1 - mean utilization: the share of time no kernel ran
+	ZeroShare   float64       `json:"zero_share"`   // share of samples at 0% utilization
+	LongestZero time.Duration `json:"longest_zero"` // longest run of consecutive 0% samples
+	MeanPCIeRX  float64       `json:"mean_pcie_rx"` // bytes/s
+	PeakMemUsed uint64        `json:"peak_mem_used"`
+}
+
+// Summarize computes Stats over samples taken every interval.
+func Summarize(samples []Sample, interval time.Duration) Stats {
+	st := Stats{Samples: len(samples)}
+	if len(samples) == 0 {
+		return st
+	}
+	var util, rx float64
+	zeros, run, longest := 0, 0, 0
+	for _, s := range samples {
+		util += float64(s.Util)
+		rx += s.PCIeRX
+		st.PeakMemUsed = max(st.PeakMemUsed, s.MemUsed)
+		if s.Util == 0 {
+			zeros++
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	n := float64(len(samples))
+	st.MeanUtil = util / n
+	st.Idle = 1 - st.MeanUtil/100
+	st.ZeroShare = float64(zeros) / n
+	st.LongestZero = time.Duration(longest) * interval
+	st.MeanPCIeRX = rx / n
+	return st
+}
+
+var bars = []rune("▁▂▃▄▅▆▇█")
+
+// Sparkline draws percentages (0–100) as one line of at most width
+// block characters, averaging neighbours when there are more values.
+func Sparkline(values []float64, width int) string {
+	if len(values) == 0 || width <= 0 {
+		return ""
+	}
+	cols := min(width, len(values))
+	var b strings.Builder
+	for c := range cols {
+		lo, hi := c*len(values)/cols, (c+1)*len(values)/cols
+		var sum float64
+		for _, v := range values[lo:hi] {
+			sum += v
+		}
+		mean := math.Min(math.Max(sum/float64(hi-lo), 0), 100)
+		b.WriteRune(bars[int(math.Round(mean/100*float64(len(bars)-1)))])
+	}
+	return b.String()
+}
+
+// Link is a PCIe link's current generation and width.
+type Link struct {
+	Gen, Width int
+}
+
+func (l Link) String() string { return fmt.Sprintf("PCIe Gen%d x%d", l.Gen, l.Width) }
