@@ -12,6 +12,16 @@ func BenchmarkResizeCrop(b *testing.B) {
 	benchRecipe(b, "resize=256,crop=224")
 }
 
+// BenchmarkResizeCropImaging is the baseline for BenchmarkResizeCrop: the
+// same steps with imaging.Resize and imaging.CropCenter.
+func BenchmarkResizeCropImaging(b *testing.B) {
+	img := noiseImage(1024, 768, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		imaging.CropCenter(imaging.Resize(img, 341, 256, imaging.CatmullRom), 224, 224)
+	}
+}
+
 // BenchmarkTrainRecipe is a typical training recipe.
 func BenchmarkTrainRecipe(b *testing.B) {
 	benchRecipe(b, "rrc=224,hflip=0.5,jitter=0.4/0.4/0.4/0.1")

@@ -2,6 +2,7 @@ package augment
 
 import (
 	"bytes"
+	"fmt"
 	"image"
 	"image/color"
 	"testing"
@@ -338,3 +339,49 @@ func TestRotate(t *testing.T) {
 }
 
 func abs(f float64) float64 { return max(f, -f) }
+
+// TestResizeCropFused checks that a resize followed by a crop, which Apply
+// computes as one step, gives the bytes, params and rng state of the two
+// ops applied in turn.
+func TestResizeCropFused(t *testing.T) {
+	photo := noiseImage(300, 220, 12)
+	transparent := noiseImage(300, 220, 13)
+	transparent.Pix[7] = 0
+	inputs := map[string]*image.NRGBA{
+		"photo":       photo,
+		"transparent": transparent,
+		"sub-image":   photo.SubImage(image.Rect(31, 17, 251, 200)).(*image.NRGBA),
+		"small":       noiseImage(40, 30, 14),
+	}
+	recipes := []string{
+		"resize=128,crop=112", "resize=128,crop=112:random", "resize=128,crop=100x60:random",
+		"resize=96x64,crop=64:random", "resize=96x64:fit,crop=80:random",
+		"resize=128,crop=200:random", // padded
+		"resize=128,crop=128x170",    // the whole resized image of the photo
+		"resize=220,crop=150:random", // no resampling for the photo
+		"resize=300x220,crop=20",
+	}
+	for name, img := range inputs {
+		for _, recipe := range recipes {
+			r := mustParse(t, recipe)
+			for seed := range uint64(3) {
+				rng := newRand(seed)
+				got, params := r.Apply(img, rng)
+				after := rng.Uint64()
+
+				rng = newRand(seed)
+				want, _ := r.ops[0].(imageOp).applyImage(img, rng)
+				want, p := r.ops[1].(imageOp).applyImage(want, rng)
+				if !bytes.Equal(got.Pix, want.Pix) || got.Rect != want.Rect {
+					t.Fatalf("%s, %s: fused result differs (by up to %d)", name, recipe, maxDiff(got, want))
+				}
+				if p != nil && fmt.Sprint(params["crop"]) != fmt.Sprint(p) || p == nil && len(params) != 0 {
+					t.Fatalf("%s, %s: params %v, want crop %v", name, recipe, params, p)
+				}
+				if rng.Uint64() != after {
+					t.Fatalf("%s, %s: fused step drew a different number of values", name, recipe)
+				}
+			}
+		}
+	}
+}

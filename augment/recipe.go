@@ -245,16 +245,34 @@ func (r *Recipe) Apply(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, map[stri
 		return img, params
 	}
 	seen := map[string]int{}
-	for _, o := range r.ops {
+	for i := 0; i < len(r.ops); i++ {
+		o := r.ops[i]
 		io, ok := o.(imageOp)
 		if !ok {
 			continue
 		}
 		var p any
+		rs, isResize := o.(resize)
+		if c, isCrop := r.opAt(i + 1).(crop); isResize && isCrop {
+			// The most common recipe: resample only what the crop keeps.
+			img, p = resizeCrop(rs, c, img, rng)
+			record(params, seen, rs, nil)
+			record(params, seen, c, p)
+			i++
+			continue
+		}
 		img, p = io.applyImage(img, rng)
 		record(params, seen, o, p)
 	}
 	return img, params
+}
+
+// opAt returns the i'th op, or nil past the end.
+func (r *Recipe) opAt(i int) op {
+	if i < len(r.ops) {
+		return r.ops[i]
+	}
+	return nil
 }
 
 // ApplyAudio runs the audio ops in recipe order, in place, on interleaved

@@ -95,35 +95,59 @@ func opaque(img *image.NRGBA) bool {
 // resample resizes img to w x h (both positive) with the Catmull-Rom
 // filter.
 func resample(img *image.NRGBA, w, h int) *image.NRGBA {
-	if !opaque(img) {
-		return imaging.Resize(img, w, h, filter)
-	}
-	if img.Rect.Dx() != w {
-		img = resampleH(img, w)
-	}
-	if img.Rect.Dy() != h {
-		img = resampleV(img, h)
-	}
-	if img.Rect.Min != (image.Point{}) {
-		// Neither pass ran: copy, so the result never aliases the input.
-		img = cropPad(img, image.Rect(0, 0, w, h))
-	}
-	return img
+	return resampleWindow(img, w, h, image.Rect(0, 0, w, h))
 }
 
-// resampleH resizes the width of an opaque image to w.
-func resampleH(img *image.NRGBA, w int) *image.NRGBA {
-	h := img.Rect.Dy()
-	t := makeTaps(w, img.Rect.Dx())
+// resampleWindow returns the window win (inside (0,0)-(w,h)) of img
+// resized to w x h, computing only the pixels in the window: every output
+// pixel depends on its own weights alone, so the bytes are those of the
+// full resize, cropped.
+func resampleWindow(img *image.NRGBA, w, h int, win image.Rectangle) *image.NRGBA {
+	if !opaque(img) {
+		out := imaging.Resize(img, w, h, filter)
+		if win == out.Rect {
+			return out
+		}
+		return cropPad(out, win)
+	}
+	sw, sh := img.Rect.Dx(), img.Rect.Dy()
+	// The source rows the window's rows read.
+	var tv taps
+	rows := [2]int{win.Min.Y, win.Max.Y}
+	if sh != h {
+		tv = makeTaps(h, sh)
+		rows = [2]int{tv.start[win.Min.Y], tv.start[win.Max.Y-1] + tv.n}
+	}
+	src := img.SubImage(image.Rect(0, rows[0], sw, rows[1]).Add(img.Rect.Min)).(*image.NRGBA)
+	if sw != w {
+		src = resampleH(src, makeTaps(w, sw), win.Min.X, win.Max.X)
+	} else {
+		cols := image.Rect(win.Min.X, 0, win.Max.X, src.Rect.Dy())
+		src = src.SubImage(cols.Add(src.Rect.Min)).(*image.NRGBA)
+	}
+	switch {
+	case sh != h:
+		return resampleV(src, tv, rows[0], win.Min.Y, win.Max.Y)
+	case sw == w:
+		// No pass ran and src is a view of the input: copy, so that the
+		// result never aliases the input.
+		return cropPad(src, image.Rect(0, 0, src.Rect.Dx(), src.Rect.Dy()))
+	}
+	return src
+}
+
+// resampleH resizes the width of an opaque image with the taps t, for the
+// destination columns x0 to x1.
+func resampleH(img *image.NRGBA, t taps, x0, x1 int) *image.NRGBA {
+	w, h, n := x1-x0, img.Rect.Dy(), t.n
 	dst := image.NewNRGBA(image.Rect(0, 0, w, h))
-	n := t.n
 	for y := range h {
 		row := img.Pix[img.PixOffset(img.Rect.Min.X, img.Rect.Min.Y+y):][:img.Rect.Dx()*4]
 		out := dst.Pix[y*dst.Stride:][:w*4]
 		for x := range w {
-			src := row[t.start[x]*4:][:n*4]
+			src := row[t.start[x0+x]*4:][:n*4]
 			var r, g, b int32
-			for k, wk := range t.w[x*n:][:n] {
+			for k, wk := range t.w[(x0+x)*n:][:n] {
 				p := src[k*4:][:3]
 				r += wk * int32(p[0])
 				g += wk * int32(p[1])
@@ -136,21 +160,20 @@ func resampleH(img *image.NRGBA, w int) *image.NRGBA {
 	return dst
 }
 
-// resampleV resizes the height of an opaque image to h, a row at a time
-// so that every pass over the source reads it sequentially.
-func resampleV(img *image.NRGBA, h int) *image.NRGBA {
-	w := img.Rect.Dx()
-	t := makeTaps(h, img.Rect.Dy())
+// resampleV resizes the height of an opaque image with the taps t, for the
+// destination rows y0 to y1; img's first row is source row base. It works
+// a row at a time so that every pass reads the source sequentially.
+func resampleV(img *image.NRGBA, t taps, base, y0, y1 int) *image.NRGBA {
+	w, h, n := img.Rect.Dx(), y1-y0, t.n
 	dst := image.NewNRGBA(image.Rect(0, 0, w, h))
 	acc := make([]int32, w*3)
-	n := t.n
 	for y := range h {
 		clear(acc)
-		for k, wk := range t.w[y*n:][:n] {
+		for k, wk := range t.w[(y0+y)*n:][:n] {
 			if wk == 0 {
 				continue
 			}
-			row := img.Pix[img.PixOffset(img.Rect.Min.X, img.Rect.Min.Y+t.start[y]+k):][:w*4]
+			row := img.Pix[img.PixOffset(img.Rect.Min.X, img.Rect.Min.Y+t.start[y0+y]+k-base):][:w*4]
 			for x := range w {
 				p, a := row[x*4:][:3], acc[x*3:][:3]
 				a[0] += wk * int32(p[0])
