@@ -21,13 +21,47 @@ func orientation(format string, data []byte) int {
 	return 1
 }
 
-// jpegExif returns the TIFF block of the first APP1 "Exif" segment, walking
-// the marker segments up to the start of scan.
+// jpegExif returns the TIFF block of the first APP1 "Exif" segment.
 func jpegExif(data []byte) []byte {
+	var tiff []byte
+	walkJPEG(data, func(marker byte, seg []byte) bool {
+		if marker == 0xE1 && bytes.HasPrefix(seg, []byte("Exif\x00\x00")) {
+			tiff = seg[6:]
+			return false
+		}
+		return true
+	})
+	return tiff
+}
+
+// jpegSize reads the frame size from the SOFn segment without allocating
+// (image/jpeg.DecodeConfig builds a whole decoder); ok is false when there is
+// none or it is malformed.
+func jpegSize(data []byte) (w, h int, ok bool) {
+	walkJPEG(data, func(marker byte, seg []byte) bool {
+		switch marker {
+		case 0xC4, 0xC8, 0xCC: // DHT, JPG, DAC share the SOFn range
+			return true
+		}
+		if marker >= 0xC0 && marker <= 0xCF {
+			if len(seg) >= 6 {
+				h, w = int(binary.BigEndian.Uint16(seg[1:])), int(binary.BigEndian.Uint16(seg[3:]))
+				ok = w > 0 && h > 0
+			}
+			return false
+		}
+		return true
+	})
+	return w, h, ok
+}
+
+// walkJPEG calls fn with each marker segment's body before the start of scan,
+// until fn returns false.
+func walkJPEG(data []byte, fn func(marker byte, seg []byte) bool) {
 	i := 2 // past SOI
 	for i+4 <= len(data) {
 		if data[i] != 0xFF {
-			return nil
+			return
 		}
 		marker := data[i+1]
 		switch {
@@ -38,19 +72,17 @@ func jpegExif(data []byte) []byte {
 			i += 2
 			continue
 		case marker == 0xDA || marker == 0xD9: // start of scan, end of image
-			return nil
+			return
 		}
 		n := int(binary.BigEndian.Uint16(data[i+2:]))
 		if n < 2 || i+2+n > len(data) {
-			return nil
+			return
 		}
-		seg := data[i+4 : i+2+n]
-		if marker == 0xE1 && bytes.HasPrefix(seg, []byte("Exif\x00\x00")) {
-			return seg[6:]
+		if !fn(marker, data[i+4:i+2+n]) {
+			return
 		}
 		i += 2 + n
 	}
-	return nil
 }
 
 // pngExif returns the body of the eXIf chunk, if any.

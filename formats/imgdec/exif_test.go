@@ -1,7 +1,9 @@
 package imgdec
 
 import (
+	"bytes"
 	"encoding/binary"
+	"image/jpeg"
 	"os"
 	"path/filepath"
 	"testing"
@@ -89,13 +91,18 @@ func TestJPEGExifSegment(t *testing.T) {
 func FuzzOrientation(f *testing.F) {
 	f.Add(tiffBlock(binary.LittleEndian, [][3]uint32{{0x0112, 3, 6}}))
 	f.Add(tiffBlock(binary.BigEndian, [][3]uint32{{0x0112, 4, 8}}))
-	for _, name := range []string{"exif_6.jpg", "exif_8.jpg", "exif_6.png"} {
+	for _, name := range []string{"exif_6.jpg", "exif_8.jpg", "exif_6.png", "cmyk.jpg"} {
 		if b, err := os.ReadFile(filepath.Join(edgeDir, name)); err == nil {
 			f.Add(b[:min(len(b), 400)])
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tiffOrientation(b)
+		if w, h, ok := jpegSize(b); ok {
+			if cfg, err := jpeg.DecodeConfig(bytes.NewReader(b)); err == nil && (cfg.Width != w || cfg.Height != h) {
+				t.Fatalf("jpegSize %dx%d, image/jpeg %dx%d", w, h, cfg.Width, cfg.Height)
+			}
+		}
 		for _, format := range []string{"jpeg", "png"} {
 			if o := orientation(format, b); o < 1 || o > 8 {
 				t.Fatalf("orientation %d", o)

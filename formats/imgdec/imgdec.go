@@ -87,10 +87,12 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 	info.Format = format
 
 	var cfg image.Config
-	if format == "jpeg" {
-		cfg, err = jpeg.DecodeConfig(bytes.NewReader(data))
-	} else {
+	if format == "png" {
 		cfg, err = png.DecodeConfig(bytes.NewReader(data))
+	} else if w, h, ok := jpegSize(data); ok {
+		cfg.Width, cfg.Height = w, h
+	} else {
+		cfg, err = jpeg.DecodeConfig(bytes.NewReader(data)) // for its error
 	}
 	if err != nil {
 		return nil, info, corrupt(format, data, err)
