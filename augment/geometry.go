@@ -149,16 +149,16 @@ func (o crop) String() string {
 	return s
 }
 
-// applyImage draws the top offset, then the left one, as torchvision does,
-// each only along a side where the image is at least as large as the crop.
-// The reported [x, y, w, h] is in input pixels; a negative x or y is padding.
 func (o crop) applyImage(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any) {
 	x, y, p := o.place(img.Rect.Dx(), img.Rect.Dy(), rng)
 	return cropPad(img, image.Rect(x, y, x+o.w, y+o.h)), p
 }
 
 // place returns the window's top-left corner in an sw x sh image and the
-// params to report.
+// params to report. A random crop draws the top offset, then the left one,
+// as torchvision does, each only along a side where the image is at least
+// as large as the crop; it reports [x, y, w, h] in input pixels, where a
+// negative x or y is padding.
 func (o crop) place(sw, sh int, rng *rand.Rand) (x, y int, params any) {
 	if !o.random {
 		return centerOffset(sw, o.w), centerOffset(sh, o.h), nil
