@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prep-dev/prep/formats/manifest"
+)
+
+var (
+	cliOnce sync.Once
+	cliPath string
+	cliErr  error
+)
+
+// prepBinary builds the real binary once, for the tests that signal it.
+func prepBinary(t *testing.T) string {
+	t.Helper()
+	cliOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "prep-cli-")
+		if err != nil {
+			cliErr = err
+			return
+		}
+		cliPath = filepath.Join(dir, "prep")
+		out, err := exec.Command("go", "build", "-o", cliPath, ".").CombinedOutput()
+		if err != nil {
+			cliErr = errors.New(string(out))
+		}
+	})
+	if cliErr != nil {
+		t.Fatalf("build prep: %v", cliErr)
+	}
+	return cliPath
+}
+
+// prepRun runs the binary and returns stdout, stderr and the exit code.
+func prepRun(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(prepBinary(t), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+const demoRecipe = "resize=256,crop=224:random,hflip=0.5"
+
+func readDir(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
+}
+
+func TestConvertInspectVerify(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "out")
+	stdout, stderr, code := prepRun(t, "convert", "../../testdata/images", dst, "--recipe", demoRecipe, "--seed", "7", "--copies", "2", "--json", "--items-per-shard", "6")
+	if code != 0 {
+		t.Fatalf("convert exit %d: %s", code, stderr)
+	}
+	var sum struct {
+		Samples int `json:"samples"`
+		Skipped []any
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("--json output %q: %v", stdout, err)
+	}
+	if sum.Samples != 16 || len(sum.Skipped) != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	m, err := manifest.Read(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Shards) != 3 || m.Shards[0].Datasets[0].Shape[1] != 224 {
+		t.Fatalf("manifest shards %+v", m.Shards)
+	}
+	if out, _, code := prepRun(t, "inspect", dst, "--verify"); code != 0 || !strings.Contains(out, "verified 3 shards") {
+		t.Fatalf("inspect --verify exit %d: %s", code, out)
+	}
+	// A flipped byte in a shard is caught.
+	path := filepath.Join(dst, m.Shards[1].File)
+	b, _ := os.ReadFile(path)
+	b[len(b)/2] ^= 0xff
+	os.WriteFile(path, b, 0o644)
+	out, stderr, code := prepRun(t, "inspect", dst, "--verify")
+	if code != exitFailure || !strings.Contains(out, "FAIL "+m.Shards[1].File+": sha256 mismatch") || !strings.Contains(stderr, "--resume") {
+		t.Fatalf("corrupt shard: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+func TestConvertErrors(t *testing.T) {
+	foreign := t.TempDir()
+	os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("x"), 0o644)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown op", []string{"convert", "../../testdata/images", t.TempDir(), "--recipe", "resize=256,flip=0.5"}, exitUsage, `unknown op "flip"`},
+		{"bad value", []string{"convert", "../../testdata/images", t.TempDir(), "--recipe", "hflip=1.5"}, exitUsage, "hflip"},
+		{"bad flag", []string{"convert", "../../testdata/images", t.TempDir(), "--wrokers", "2"}, exitUsage, "unknown flag"},
+		{"bad size", []string{"convert", "../../testdata/images", t.TempDir(), "--shard-size", "lots"}, exitUsage, "--shard-size"},
+		{"bad format", []string{"convert", "../../testdata/images", t.TempDir(), "--format", "jpeg"}, exitUsage, "hdf5, png or wav"},
+		{"missing source", []string{"convert", "/nonexistent/photos", t.TempDir()}, exitFailure, "/nonexistent/photos"},
+		{"foreign files", []string{"convert", "../../testdata/images", foreign}, exitFailure, "notes.txt"},
+		{"args", []string{"convert", "only-one"}, exitUsage, "accepts 2 arg"},
+		{"strict", []string{"convert", "../../testdata/edge", t.TempDir(), "--strict"}, exitFailure, "--strict"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, code := prepRun(t, tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d (want %d), stderr:\n%s\nwant it to contain %q", code, tt.code, stderr, tt.want)
+			}
+			if strings.Count(strings.TrimSpace(stderr), "\n") > 0 && tt.code != exitUsage {
+				t.Errorf("error is more than one line:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestBadInputsListed(t *testing.T) {
+	dst := t.TempDir()
+	stdout, stderr, code := prepRun(t, "convert", "../../testdata/edge", dst, "--overwrite", "--recipe", "resize=32x32")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	m, err := manifest.Read(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, s := range m.Skipped {
+		reasons[s.Key] = s.Reason
+	}
+	for key, want := range map[string]string{
+		"empty.jpg":       "empty file",
+		"text.jpg":        "not a JPEG or PNG",
+		"truncated.jpg":   "truncated JPEG",
+		"huge_header.png": "over the 100 Mpixel limit",
+	} {
+		if !strings.Contains(reasons[key], want) {
+			t.Errorf("%s: reason %q, want %q", key, reasons[key], want)
+		}
+		if !strings.Contains(stdout, key) {
+			t.Errorf("summary does not list %s:\n%s", key, stdout)
+		}
+	}
+	if m.Samples == 0 || m.Samples+len(m.Skipped) != m.Items {
+		t.Errorf("samples %d + skipped %d != items %d", m.Samples, len(m.Skipped), m.Items)
+	}
+}
+
+// TestSIGINTThenResume interrupts the real binary mid-run: it must exit
+// 130 and leave no temp file and no manifest; --resume must then give the
+// bytes of an uninterrupted run.
+func TestSIGINTThenResume(t *testing.T) {
+	args := func(dst string) []string {
+		return []string{"convert", "../../testdata/images", dst, "--recipe", demoRecipe, "--seed", "3",
+			"--copies", "12", "--items-per-shard", "6", "--workers", "1", "--decoder", "go"}
+	}
+	clean := t.TempDir()
+	if _, stderr, code := prepRun(t, args(clean)...); code != 0 {
+		t.Fatalf("clean run exit %d: %s", code, stderr)
+	}
+	dst := t.TempDir()
+	cmd := exec.Command(prepBinary(t), args(dst)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dst, "shard-000001.h5")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("no shard appeared")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("interrupted run: %v (want exit 130); stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "--resume") {
+		t.Errorf("interrupt message does not mention --resume:\n%s", stderr.String())
+	}
+	partial := readDir(t, dst)
+	want := readDir(t, clean)
+	if _, ok := partial[manifest.FileName]; ok {
+		t.Skip("the run finished before the signal arrived")
+	}
+	for name, data := range partial {
+		if strings.HasSuffix(name, ".tmp") {
+			t.Errorf("temp file %s left behind", name)
+		}
+		if strings.HasPrefix(name, "shard-") && !bytes.Equal(data, want[name]) {
+			t.Errorf("%s is under its final name but differs from the clean run", name)
+		}
+	}
+	if _, stderr, code := prepRun(t, append(args(dst), "--resume")...); code != 0 {
+		t.Fatalf("resume exit %d: %s", code, stderr)
+	}
+	got := readDir(t, dst)
+	if len(got) != len(want) {
+		t.Fatalf("resumed run has %d files, clean run %d", len(got), len(want))
+	}
+	for name, data := range want {
+		if !bytes.Equal(data, got[name]) {
+			t.Errorf("%s differs after resume", name)
+		}
+	}
+}
+
+func TestWorkersDoNotChangeOutput(t *testing.T) {
+	var runs []map[string][]byte
+	for _, w := range []string{"1", "8"} {
+		dst := t.TempDir()
+		if _, stderr, code := prepRun(t, "convert", "../../testdata/images", dst, "--recipe", demoRecipe+",rotate=10,jitter=0.4/0.4/0.4/0.1", "--seed", "11",
+			"--copies", "3", "--items-per-shard", "5", "--workers", w, "--io-workers", w); code != 0 {
+			t.Fatalf("workers %s: exit %d: %s", w, code, stderr)
+		}
+		runs = append(runs, readDir(t, dst))
+	}
+	if len(runs[0]) != 6 {
+		t.Fatalf("expected 5 shards + manifest, got %d files", len(runs[0]))
+	}
+	for name, data := range runs[0] {
+		if !bytes.Equal(data, runs[1][name]) {
+			t.Errorf("%s differs between --workers 1 and 8", name)
+		}
+	}
+}
