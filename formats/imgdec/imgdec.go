@@ -56,6 +56,10 @@ type Info struct {
 	Scale int
 	// Orientation is the EXIF orientation (1..8) found and applied; 1 when none.
 	Orientation int
+	// Warning is set when libjpeg-turbo decoded a damaged JPEG (corrupt
+	// entropy-coded data comes out as grey blocks, as with Pillow): its first
+	// warning. image/jpeg refuses such files with an error instead.
+	Warning string
 }
 
 // TurboAvailable reports whether libjpeg-turbo is built in.
@@ -106,7 +110,7 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 	var img *image.NRGBA
 	switch {
 	case format == "jpeg" && useTurbo:
-		img, info.Scale, err = decodeTurbo(data, cfg, opt.minScaledSide())
+		img, info.Scale, info.Warning, err = decodeTurbo(data, cfg, opt.minScaledSide())
 		if errors.Is(err, errTurboUnsupported) {
 			img, err = decodeGo(format, data)
 			info.Scale = 1

@@ -230,3 +230,49 @@ func TestPhotos(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeCorrupt(t *testing.T) {
+	photo := readFile(t, filepath.Join(imagesDir, "space", "rocket.jpg"))
+	png := readFile(t, filepath.Join(imagesDir, "everyday", "coffee.png"))
+	badCRC := bytes.Clone(png)
+	badCRC[30] ^= 0xFF // inside IHDR's CRC
+	tests := []struct {
+		name string
+		data []byte
+		err  string
+	}{
+		{"jpeg without frame", []byte("\xff\xd8\xff\xe0\x00\x04ab\xff\xd9"), "corrupt JPEG: "},
+		{"jpeg cut in its header", photo[:300], "truncated JPEG: the file ends after 300 bytes without its end marker"},
+		{"png bad checksum", badCRC, "corrupt PNG: png: invalid format: invalid checksum"},
+		{"png signature only", png[:8], "truncated PNG: the file ends after 8 bytes"},
+	}
+	garbled := bytes.Clone(photo)
+	for i := len(garbled) / 2; i < len(garbled)/2+2000; i++ {
+		garbled[i] = 0xFF // inside the entropy-coded data
+	}
+	if _, _, err := Decode(garbled, Options{Decoder: DecoderGo}); err == nil || err.Error() != "corrupt JPEG: invalid JPEG format: missing 0xff00 sequence" {
+		t.Errorf("go: garbled scan: err = %v", err)
+	}
+	if TurboAvailable() {
+		img, info, err := Decode(garbled, Options{Decoder: DecoderTurbo})
+		if err != nil || img == nil || !strings.HasPrefix(info.Warning, "Corrupt JPEG data") {
+			t.Errorf("turbo: garbled scan: err = %v, warning %q; want an image and a warning", err, info.Warning)
+		}
+		if _, info, _ := Decode(photo, Options{Decoder: DecoderTurbo}); info.Warning != "" {
+			t.Errorf("turbo: good photo: warning %q", info.Warning)
+		}
+	}
+	for _, dec := range decoders() {
+		for _, tt := range tests {
+			t.Run(dec+"/"+tt.name, func(t *testing.T) {
+				img, _, err := Decode(tt.data, Options{Decoder: dec})
+				if err == nil || !strings.HasPrefix(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want prefix %q", err, tt.err)
+				}
+				if img != nil {
+					t.Fatal("image returned with an error")
+				}
+			})
+		}
+	}
+}

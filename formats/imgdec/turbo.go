@@ -17,6 +17,8 @@ struct prep_err {
 	jmp_buf jump;
 	int truncated;
 	char msg[JMSG_LENGTH_MAX];
+	char *warn; // the first warning, for the caller
+	int warnlen;
 };
 
 static void prep_error_exit(j_common_ptr c) {
@@ -25,19 +27,29 @@ static void prep_error_exit(j_common_ptr c) {
 	longjmp(e->jump, 1);
 }
 
-// Warnings are about corrupt data the library worked around; only the end of
-// data arriving early is fatal, the way Pillow refuses truncated files.
+// Warnings are about corrupt data the library worked around (Pillow ignores
+// them too); the first is kept for the caller. Only the end of data arriving
+// early is fatal, the way Pillow refuses truncated files.
 static void prep_emit_message(j_common_ptr c, int level) {
-	if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) {
-		((struct prep_err *)c->err)->truncated = 1;
+	struct prep_err *e = (struct prep_err *)c->err;
+	if (level >= 0) {
+		return; // trace messages
+	}
+	if (c->err->msg_code == JWRN_JPEG_EOF) {
+		e->truncated = 1;
 		prep_error_exit(c);
+	}
+	if (e->warn[0] == 0) {
+		char buf[JMSG_LENGTH_MAX];
+		(*c->err->format_message)(c, buf);
+		snprintf(e->warn, e->warnlen, "%s", buf);
 	}
 }
 
 // prep_decode decodes a JPEG scaled by 1/denom straight into RGBA rows of
 // stride bytes in out, which must hold exactly want_w × want_h pixels.
 static int prep_decode(const unsigned char *data, unsigned long size, int denom,
-		unsigned char *out, int stride, int want_w, int want_h, char *msg, int msglen) {
+		unsigned char *out, int stride, int want_w, int want_h, char *msg, char *warn, int msglen) {
 	struct jpeg_decompress_struct d;
 	struct prep_err e;
 	d.err = jpeg_std_error(&e.pub);
@@ -45,6 +57,9 @@ static int prep_decode(const unsigned char *data, unsigned long size, int denom,
 	e.pub.emit_message = prep_emit_message;
 	e.truncated = 0;
 	e.msg[0] = 0;
+	e.warn = warn;
+	e.warnlen = msglen;
+	warn[0] = 0;
 	if (setjmp(e.jump)) {
 		snprintf(msg, msglen, "%s", e.msg);
 		jpeg_destroy_decompress(&d);
@@ -111,24 +126,25 @@ func scaleFor(w, h, minSide int) int {
 	return 1
 }
 
-func decodeTurbo(data []byte, cfg image.Config, minSide int) (*image.NRGBA, int, error) {
+func decodeTurbo(data []byte, cfg image.Config, minSide int) (*image.NRGBA, int, string, error) {
 	denom := scaleFor(cfg.Width, cfg.Height, minSide)
 	// libjpeg rounds scaled sizes up (jdiv_round_up).
 	w, h := (cfg.Width+denom-1)/denom, (cfg.Height+denom-1)/denom
 	img := newNRGBA(w, h)
-	var msg [200]C.char
+	var msg, warn [200]C.char
 	rc := C.prep_decode((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(denom),
-		(*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(w), C.int(h), &msg[0], C.int(len(msg)))
+		(*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(w), C.int(h),
+		&msg[0], &warn[0], C.int(len(msg)))
 	switch rc {
 	case C.prep_ok:
-		return img, denom, nil
+		return img, denom, C.GoString(&warn[0]), nil
 	case C.prep_unsupported:
 		Release(img)
-		return nil, 1, errTurboUnsupported
+		return nil, 1, "", errTurboUnsupported
 	case C.prep_truncated:
 		Release(img)
-		return nil, 1, fmt.Errorf("truncated JPEG: the file ends after %d bytes without its end marker (libjpeg-turbo: %s)", len(data), C.GoString(&msg[0]))
+		return nil, 1, "", fmt.Errorf("truncated JPEG: the file ends after %d bytes without its end marker (libjpeg-turbo: %s)", len(data), C.GoString(&msg[0]))
 	}
 	Release(img)
-	return nil, 1, fmt.Errorf("corrupt JPEG: libjpeg-turbo: %s", C.GoString(&msg[0]))
+	return nil, 1, "", fmt.Errorf("corrupt JPEG: libjpeg-turbo: %s", C.GoString(&msg[0]))
 }
