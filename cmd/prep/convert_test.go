@@ -22,6 +22,14 @@ var (
 	cliErr  error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cliPath != "" {
+		os.RemoveAll(filepath.Dir(cliPath))
+	}
+	os.Exit(code)
+}
+
 // prepBinary builds the real binary once, for the tests that signal it.
 func prepBinary(t *testing.T) string {
 	t.Helper()
