@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -222,10 +221,3 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 	_, err := buf.ReadFrom(r)
 	return buf.Bytes(), err
 }
-
-// localPath is the file behind an entry when its source is local.
-func localPath(e Entry) string { return e.Src.LocalPath(e.Key) }
-
-// relDir returns dir of a local manifest file, so relative paths in it
-// resolve next to it.
-func relDir(name string) string { return filepath.Dir(name) }

@@ -1,0 +1,99 @@
+package convert
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prep-dev/prep/cloudsrc"
+	"github.com/prep-dev/prep/formats"
+)
+
+func TestParseInputList(t *testing.T) {
+	dir := t.TempDir()
+	src := cloudsrc.Dir{Root: dir}
+	open := func(uri string) (cloudsrc.Source, string, error) { return src, uri, nil }
+	tests := []struct {
+		name, file, body string
+		keys             []string
+		labels           []int64
+		classes          []string
+		err              string
+	}{
+		{"csv names", "in.csv", "path,label\nb.jpg,dog\na.jpg,cat\nc.jpg,dog\n",
+			[]string{"a.jpg", "b.jpg", "c.jpg"}, []int64{0, 1, 1}, []string{"cat", "dog"}, ""},
+		{"csv ints", "in.csv", "x/1.png,3\nx/0.png,7\n", []string{"x/0.png", "x/1.png"}, []int64{7, 3}, nil, ""},
+		{"csv no labels", "in.csv", "z.png\ny.png\n", []string{"y.png", "z.png"}, []int64{-1, -1}, nil, ""},
+		{"jsonl", "in.jsonl", `{"path": "b.png", "label": "x"}` + "\n\n" + `{"uri": "a.png", "label": "y"}` + "\n",
+			[]string{"a.png", "b.png"}, []int64{1, 0}, []string{"x", "y"}, ""},
+		{"jsonl int labels", "in.jsonl", `{"path": "a.png", "label": 2}` + "\n", []string{"a.png"}, []int64{2}, nil, ""},
+		{"jsonl bad line", "in.jsonl", `{"path": "a.png"}` + "\nnot json\n", nil, nil, nil, "in.jsonl:2"},
+		{"duplicate", "in.csv", "a.png,1\na.png,2\n", nil, nil, nil, "twice"},
+		{"empty", "in.csv", "path,label\n", nil, nil, nil, "lists no inputs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := ParseInputList(tt.file, []byte(tt.body), open)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(l.Classes, ",") != strings.Join(tt.classes, ",") {
+				t.Errorf("classes %v, want %v", l.Classes, tt.classes)
+			}
+			if len(l.Entries) != len(tt.keys) {
+				t.Fatalf("%d entries, want %d", len(l.Entries), len(tt.keys))
+			}
+			for i, e := range l.Entries {
+				if e.Key != tt.keys[i] || e.Label != tt.labels[i] {
+					t.Errorf("entry %d = %s/%d, want %s/%d", i, e.Key, e.Label, tt.keys[i], tt.labels[i])
+				}
+			}
+		})
+	}
+}
+
+func TestListSourceLayouts(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   []string
+		classes []string
+		labels  []int64
+	}{
+		{"imagefolder", []string{"dog/1.png", "cat/2.png", "cat/1.png"}, []string{"cat", "dog"}, []int64{0, 0, 1}},
+		{"flat", []string{"b.png", "a.png"}, nil, []int64{formats.NoLabel, formats.NoLabel}},
+		{"mixed is flat", []string{"a.png", "x/b.png"}, nil, []int64{formats.NoLabel, formats.NoLabel}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tt.files {
+				os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755)
+				os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644)
+			}
+			os.WriteFile(filepath.Join(dir, ".hidden.png"), []byte("x"), 0o644)
+			l, err := ListSource(context.Background(), cloudsrc.Dir{Root: dir}, func(k string) bool { return strings.HasSuffix(k, ".png") })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(l.Classes, ",") != strings.Join(tt.classes, ",") || len(l.Entries) != len(tt.labels) {
+				t.Fatalf("classes %v entries %d", l.Classes, len(l.Entries))
+			}
+			for i, e := range l.Entries {
+				if e.Label != tt.labels[i] {
+					t.Errorf("%s label %d, want %d", e.Key, e.Label, tt.labels[i])
+				}
+				if i > 0 && l.Entries[i-1].Key >= e.Key {
+					t.Errorf("entries not sorted: %s before %s", l.Entries[i-1].Key, e.Key)
+				}
+			}
+		})
+	}
+}
