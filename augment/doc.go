@@ -37,9 +37,10 @@
 // hold both. Recipe.String gives the canonical form, which Parse reads
 // back to an equal recipe.
 //
-// Resizing uses the Catmull-Rom filter (PIL's bicubic kernel), with
-// imaging's weights, computed in fixed point for opaque images (twice as
-// fast as imaging.Resize, within 1 of its values). A crop
+// Resizing uses the Catmull-Rom filter (PIL's bicubic kernel) with
+// imaging's weights, in fixed point for opaque images (within 1 of
+// imaging.Resize); a resize followed by a crop resamples only the pixels
+// the crop keeps. A crop
 // larger than the image pads it with black, centered, as torchvision's
 // CenterCrop does, also for random crops (where torchvision would fail):
 // one odd image must not abort a conversion.

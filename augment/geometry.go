@@ -93,7 +93,8 @@ func (o resize) scaled(sw, sh int) (w, h int) {
 
 // resizeCrop applies a resize and the crop after it as one step,
 // resampling only the pixels the crop keeps: the same bytes and draws as
-// the two ops in turn, for about half the work of resize=256,crop=224.
+// the two ops in turn, for about two thirds of the work on resize=256,
+// crop=224.
 func resizeCrop(rs resize, c crop, img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any) {
 	sw, sh := img.Rect.Dx(), img.Rect.Dy()
 	if rs.fit || sw <= 0 || sh <= 0 {
