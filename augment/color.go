@@ -152,7 +152,14 @@ func hue(img *image.NRGBA, shift float64) {
 	for i := 0; i < len(p); i += 4 {
 		r, g, b := float64(p[i])/255, float64(p[i+1])/255, float64(p[i+2])/255
 		h, s, v := rgbToHSV(r, g, b)
-		h = math.Mod(h+shift+1, 1)
+		// h + shift lies in [-0.5, 1.5): wrap it into [0, 1) without the
+		// cost of math.Mod.
+		h += shift
+		if h < 0 {
+			h++
+		} else if h >= 1 {
+			h--
+		}
 		r, g, b = hsvToRGB(h, s, v)
 		p[i], p[i+1], p[i+2] = clip8(r*255), clip8(g*255), clip8(b*255)
 	}
@@ -176,7 +183,10 @@ func rgbToHSV(r, g, b float64) (h, s, v float64) {
 	default:
 		h = 4 + gc - rc
 	}
-	return math.Mod(h/6+1, 1), s, maxc
+	if h < 0 {
+		h += 6
+	}
+	return h / 6, s, maxc
 }
 
 // hsvToRGB follows torchvision's _hsv2rgb.
