@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prep-dev/prep/bench/gpu"
+	"github.com/prep-dev/prep/formats/tarshard"
+)
+
+func TestFeedHDF5(t *testing.T) {
+	dir := t.TempDir()
+	m := writeHDF5(t, dir, 3, 40, 24, 32)
+	shards, err := Find(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make(map[string]string)
+	var dataBytes int64
+	for _, s := range m.Shards {
+		d := s.Datasets[0]
+		if d.Name != "data" {
+			t.Fatalf("first dataset %s", d.Name)
+		}
+		path := filepath.Join(dir, s.File)
+		want[s.File] = fileSHA(t, path, d.Offset, d.Size)
+		if py := pySHA(t, path, "data")["data"]; py != want[s.File] {
+			t.Fatalf("%s: h5py's data differs from the bytes at the manifest's offset", s.File)
+		}
+		dataBytes += d.Size
+	}
+	for _, tc := range []struct {
+		name string
+		opt  FeedOptions
+	}{
+		{"one-reader", FeedOptions{Batch: 16}},
+		{"two-readers-direct", FeedOptions{Batch: 16, Readers: 2, Direct: true, Slots: 2}},
+		{"batch-larger-than-shard", FeedOptions{Batch: 1000, Readers: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opt := tc.opt
+			opt.Device = gpu.NewHost()
+			opt.Verify = true
+			opt.Chunk = 2 * align
+			res, err := Feed(context.Background(), shards, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Bytes != dataBytes || res.Samples != 120 || res.GPU || res.Device != "host memory (no GPU)" {
+				t.Fatalf("delivered %d bytes of %d samples to %q, want %d bytes of 120", res.Bytes, res.Samples, res.Device, dataBytes)
+			}
+			batches := 3 * ((40 + opt.Batch - 1) / opt.Batch)
+			if res.Batches != batches {
+				t.Errorf("%d batches, want %d", res.Batches, batches)
+			}
+			for file, sum := range want {
+				if res.DeviceSHA256[file] != sum {
+					t.Errorf("%s: device-side sha256 %s, shard data %s", file, res.DeviceSHA256[file], sum)
+				}
+			}
+			if res.LinkGBps <= 0 || len(res.Stages) != 3 || res.Limit == "" {
+				t.Errorf("link %v, stages %+v, limit %q", res.LinkGBps, res.Stages, res.Limit)
+			}
+			var out bytes.Buffer
+			if err := res.WriteText(&out, Judge(res, 0)); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range []string{"device: host memory (no GPU)\n", "24×32×3 uint8", "(measured into host memory, not a GPU)"} {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("report lacks %q:\n%s", s, out.String())
+				}
+			}
+		})
+	}
+}
+
+func TestFeedTar(t *testing.T) {
+	dir := t.TempDir()
+	m := writeTar(t, dir, 2, 7, 20, 30)
+	shards, err := Find(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make(map[string]string)
+	for _, s := range m.Shards {
+		f, err := os.Open(filepath.Join(dir, s.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.New()
+		err = tarshard.Read(f, func(key string, members map[string][]byte) error {
+			smp, err := tarshard.Decode(key, members)
+			h.Write(smp.Fields[0].Data)
+			return err
+		})
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[s.File] = hex.EncodeToString(h.Sum(nil))
+	}
+	res, err := Feed(context.Background(), shards, FeedOptions{Device: gpu.NewHost(), Batch: 3, Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Samples != 14 || res.Bytes != 14*20*30*3 || res.Batches != 6 || res.Sample.String() != "20×30×3 uint8" {
+		t.Fatalf("%d samples, %d bytes, %d batches of %v", res.Samples, res.Bytes, res.Batches, res.Sample)
+	}
+	for file, sum := range want {
+		if res.DeviceSHA256[file] != sum {
+			t.Errorf("%s: device-side sha256 differs from the decoded pixels", file)
+		}
+	}
+	if res.stage(StageDecode) == nil {
+		t.Error("no decode stage for tar shards")
+	}
+}
+
+func TestJudge(t *testing.T) {
+	stages := func(limit string) *FeedResult {
+		r := &FeedResult{GPU: true, SamplesPerSec: 1460, Limit: limit, Stages: []Stage{
+			{Name: StageRead, Busy: 0.97, Rate: 380e6},
+			{Name: StageAssemble, Busy: 0.1, Rate: 4e9},
+			{Name: StageCopy, Busy: 0.05, Rate: 24.5e9},
+		}}
+		return r
+	}
+	host := stages(StageRead)
+	host.GPU = false
+	for _, tc := range []struct {
+		name string
+		r    *FeedResult
+		need float64
+		ok   bool
+		text string
+	}{
+		{"no need", stages(StageRead), 0, true, "delivered 1,460 samples/s; give --need or --step to judge"},
+		{"headroom", stages(StageRead), 429.4, true, "can feed 429 samples/s, 3.4× headroom"},
+		{"exactly", stages(StageRead), 1460, true, "can feed 1,460 samples/s, 1.0× headroom"},
+		{"disk", stages(StageRead), 2474.6, false, "input-bound: the GPU would idle 41%; limiting stage: disk read at 380 MB/s (busy 97%); " + advice[StageRead]},
+		{"link", stages(StageCopy), 14600, false, "input-bound: the GPU would idle 90%; limiting stage: host-to-device copy at 24.5 GB/s (busy 5%); " + advice[StageCopy]},
+		{"host", host, 100, true, "can feed 100 samples/s, 14.6× headroom (measured into host memory, not a GPU)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Judge(tc.r, tc.need)
+			if v.OK != tc.ok || v.Text != tc.text {
+				t.Errorf("got ok=%v %q\nwant ok=%v %q", v.OK, v.Text, tc.ok, tc.text)
+			}
+		})
+	}
+}
+
+func TestCommas(t *testing.T) {
+	for x, want := range map[float64]string{0: "0", 999.6: "1,000", 5400.2: "5,400", 1234567: "1,234,567", -12345: "-12,345"} {
+		if got := Commas(x); got != want {
+			t.Errorf("Commas(%v) = %q, want %q", x, got, want)
+		}
+	}
+}

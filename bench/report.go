@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+)
+
+// WriteText prints a bench-read result for people.
+func (r *ReadResult) WriteText(w io.Writer) error {
+	mode := "page cache"
+	switch {
+	case r.Direct:
+		mode = "O_DIRECT"
+	case r.Cold:
+		mode = "page cache, dropped before each pass"
+	}
+	fmt.Fprintf(w, "reads: %s, via %s, %d reader(s); raw = plain read() of the whole file into the same buffer\n", mode, r.Via, r.Readers)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "shard\tsamples\tMB\tprep MB/s\traw MB/s\tefficiency\t")
+	for _, s := range r.Shards {
+		name := filepath.Base(s.File)
+		if len(s.Library) > 0 {
+			name += fmt.Sprintf(" (library: %v)", s.Library)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.0f\t%.0f\t%.2f\t\n", name, s.Samples, float64(s.Prep.Bytes)/1e6, s.Prep.MBps, s.Raw.MBps, s.Efficiency)
+	}
+	fmt.Fprintf(tw, "total\t%d\t%.1f\t%.0f\t%.0f\t%.2f\t\n", r.Samples, float64(r.Prep.Bytes)/1e6, r.Prep.MBps, r.Raw.MBps, r.Efficiency)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s samples/s at %.0f MB/s: enough for %s samples/s of %s\n",
+		Commas(r.SamplesPerSec), r.Prep.MBps, Commas(r.FeedsPerSec), r.Sample)
+	_, err := fmt.Fprintf(w, "efficiency %.2f of raw sequential reads\n", r.Efficiency)
+	return err
+}
+
+// WriteText prints a feed-test result and its verdict for people.
+func (r *FeedResult) WriteText(w io.Writer, v Verdict) error {
+	fmt.Fprintf(w, "device: %s\n", r.Device)
+	fmt.Fprintf(w, "batches of %d × %s (%s) in %d pinned buffers, %d reader(s)\n",
+		r.Batch, r.Sample, sizeString(float64(r.Batch)*r.Sample.Bytes), r.Slots, r.Readers)
+	fmt.Fprintf(w, "delivered %s samples in %d batches: %s samples/s, %.2f GB/s\n", Commas(float64(r.Samples)), r.Batches, Commas(r.SamplesPerSec), r.GBps)
+	fmt.Fprintf(w, "pinned host-to-device limit, same run: %.1f GB/s\n", r.LinkGBps)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "stage\tbusy\trate alone\t")
+	for _, s := range r.Stages {
+		mark := ""
+		if s.Name == r.Limit {
+			mark = "  ← limit"
+		}
+		fmt.Fprintf(tw, "%s\t%3.0f%%\t%s\t%s\n", s.Name, 100*s.Busy, Rate(s.Rate), mark)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "verdict:", v.Text)
+	return err
+}
