@@ -1,0 +1,121 @@
+// Package ffmpeg decodes video frames and audio by running the ffmpeg and
+// ffprobe programs and reading their output through pipes. It never links
+// ffmpeg's libraries: a process per file keeps crashes and leaks of a
+// codec out of the converter, and every ffmpeg build works.
+//
+// Every process belongs to the call that starts it: it runs in its own
+// process group, is killed with it when the context ends or the call stops
+// early, and is always waited for.
+package ffmpeg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// ErrNoFFmpeg reports that ffmpeg (or ffprobe) is not installed.
+var ErrNoFFmpeg = errors.New(`ffmpeg not found on PATH: install it with "apt-get install ffmpeg" (or make deps)`)
+
+// notFound is ErrNoFFmpeg naming the program that is missing. It is fatal
+// for a conversion: no other file will decode either.
+type notFound struct{ name string }
+
+func (e notFound) Error() string {
+	return strings.Replace(ErrNoFFmpeg.Error(), "ffmpeg", e.name, 1)
+}
+func (e notFound) Is(target error) bool { return target == ErrNoFFmpeg }
+func (e notFound) Fatal() bool          { return true }
+
+// Error is a run of ffmpeg or ffprobe that failed on an input file.
+type Error struct {
+	Path   string // the input file; callers may relabel it
+	Reason string // ffmpeg's own message: the last lines of its stderr
+	Err    error  // the exit status, or the read error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("ffmpeg %s: %s", e.Path, e.Reason) }
+func (e *Error) Unwrap() error { return e.Err }
+
+// waitDelay bounds how long Wait waits for the pipes after ffmpeg was
+// killed (a grandchild could hold them open).
+const waitDelay = 5 * time.Second
+
+// command prepares name (ffmpeg or ffprobe) with args. The process is
+// killed, with its whole process group, when ctx ends. Stderr keeps the
+// tail of what the program writes there, for error messages.
+func command(ctx context.Context, name string, args ...string) (*exec.Cmd, *tail, error) {
+	// Looked up on every call, not once: PATH can change, and the lookup is
+	// a few stat calls next to a process start.
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, nil, notFound{name}
+		}
+		return nil, nil, fmt.Errorf("find %s: %w", name, err)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	ownProcessGroup(cmd)
+	cmd.WaitDelay = waitDelay
+	stderr := &tail{max: 4 << 10}
+	cmd.Stderr = stderr
+	return cmd, stderr, nil
+}
+
+// fileURL names a local file to ffmpeg so that no part of its name is
+// read as a protocol ("a:b.mp4") or an option ("-x.mp4").
+func fileURL(path string) string { return "file:" + path }
+
+// tail is an io.Writer that keeps the last max bytes written to it. Only
+// exec's copying goroutine writes, and it is done once Wait returns.
+type tail struct {
+	b   []byte
+	max int
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 2*t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+// address matches the "[mov,mp4 @ 0x55d0c0a1b2c0] " prefix of ffmpeg's
+// log lines; the pointer changes from run to run.
+var address = regexp.MustCompile(`\[([^\]@]*?) @ 0x[0-9a-f]+\] `)
+
+// reason turns ffmpeg's stderr into a one-line message: its last two
+// distinct lines, without pointers or the input path (the caller names
+// the file), so the same broken file always gives the same message.
+func reason(stderr []byte, path string) string {
+	var lines []string
+	for _, l := range strings.Split(string(bytes.TrimSpace(stderr)), "\n") {
+		l = strings.TrimSpace(l)
+		l = strings.TrimPrefix(l, fileURL(path)+": ")
+		l = address.ReplaceAllString(l, "[$1] ")
+		l = strings.ReplaceAll(l, fileURL(path), "input")
+		if l != "" && (len(lines) == 0 || lines[len(lines)-1] != l) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 2 {
+		lines = lines[len(lines)-2:]
+	}
+	return strings.Join(lines, "; ")
+}
+
+// runError explains why a run on path failed: ffmpeg's own words when it
+// said anything, else err itself.
+func runError(path string, stderr *tail, err error) error {
+	r := reason(stderr.b, path)
+	if r == "" {
+		r = err.Error()
+	}
+	return &Error{Path: path, Reason: r, Err: err}
+}

@@ -1,0 +1,201 @@
+package ffmpeg
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// FrameOptions choose which frames Frames delivers.
+type FrameOptions struct {
+	FPS       float64 // resample to this rate (ffmpeg's fps filter); 0 keeps every decoded frame
+	Every     int     // keep every Nth frame (after FPS), starting with the first; 0 or 1 keeps all
+	MaxFrames int     // stop after this many frames; 0 for no limit
+}
+
+// Frames decodes the first video stream of the file at path to 8-bit RGB
+// and calls fn for each frame in order. index is the frame's position in
+// the stream after the FPS filter (with Every 5: 0, 5, 10, ...); rgb holds
+// h rows of w×3 bytes and is reused for the next frame, so fn must copy
+// what it keeps. An error from fn stops decoding and is returned as is.
+//
+// ffmpeg writes the frames as binary PPM (P6) images, a raw RGB frame
+// behind a header of about 15 bytes: the frame size comes with the
+// frames, so no ffprobe run is needed first (it would cost as much as
+// decoding a short clip), and rotated videos come out at the size ffmpeg
+// gives them after auto-rotation. Every frame must have the size of the
+// first. w and h are that size.
+func Frames(ctx context.Context, path string, opt FrameOptions, fn func(index int, rgb []byte) error) (w, h int, err error) {
+	if opt.FPS < 0 || opt.Every < 0 || opt.MaxFrames < 0 {
+		return 0, 0, fmt.Errorf("ffmpeg frames: FPS, Every and MaxFrames must not be negative, have %v, %d, %d", opt.FPS, opt.Every, opt.MaxFrames)
+	}
+	run, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd, stderr, err := command(run, "ffmpeg", frameArgs(path, opt)...)
+	if err != nil {
+		return 0, 0, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, fmt.Errorf("ffmpeg %s: %w", path, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, fmt.Errorf("ffmpeg %s: %w", path, err)
+	}
+	fr := frameReader{r: bufio.NewReaderSize(stdout, 64<<10)}
+	n, readErr := fr.each(opt, fn)
+	if readErr != nil {
+		cancel() // stop ffmpeg: nobody reads its output any more
+	}
+	waitErr := cmd.Wait()
+	switch {
+	case ctx.Err() != nil:
+		return fr.w, fr.h, fmt.Errorf("ffmpeg %s: %w", path, ctx.Err())
+	case errors.Is(readErr, errCallback):
+		return fr.w, fr.h, readErr.(callbackError).err
+	case waitErr != nil:
+		return fr.w, fr.h, runError(path, stderr, waitErr)
+	case readErr != nil:
+		return fr.w, fr.h, &Error{Path: path, Reason: readErr.Error(), Err: readErr}
+	case n == 0:
+		r := reason(stderr.b, path)
+		if r == "" {
+			r = "no video frames decoded"
+		}
+		return 0, 0, &Error{Path: path, Reason: r}
+	}
+	return fr.w, fr.h, nil
+}
+
+// frameArgs is ffmpeg's command line for Frames.
+func frameArgs(path string, opt FrameOptions) []string {
+	args := []string{"-nostdin", "-v", "error", "-i", fileURL(path),
+		"-map", "0:v:0", "-an", "-sn", "-dn"}
+	var filters []string
+	if opt.FPS > 0 {
+		filters = append(filters, "fps="+strconv.FormatFloat(opt.FPS, 'g', -1, 64))
+	}
+	if opt.Every > 1 {
+		// Dropping frames in the filter graph spares ffmpeg their RGB
+		// conversion and the pipe.
+		filters = append(filters, fmt.Sprintf(`select=not(mod(n\,%d))`, opt.Every))
+	}
+	if len(filters) > 0 {
+		args = append(args, "-vf", strings.Join(filters, ","))
+	}
+	if opt.MaxFrames > 0 {
+		args = append(args, "-frames:v", strconv.Itoa(opt.MaxFrames))
+	}
+	// passthrough: deliver the frames the filters produce, neither
+	// duplicated nor dropped to fit a constant rate (ffmpeg's default for
+	// image2pipe). -vsync, not -fps_mode, so ffmpeg 4.x works too.
+	return append(args, "-vsync", "passthrough",
+		"-pix_fmt", "rgb24", "-c:v", "ppm", "-f", "image2pipe", "-")
+}
+
+// errCallback marks an error returned by the caller's function.
+var errCallback = errors.New("callback failed")
+
+type callbackError struct{ err error }
+
+func (e callbackError) Error() string        { return e.err.Error() }
+func (e callbackError) Is(target error) bool { return target == errCallback }
+
+// frameReader reads ffmpeg's stream of PPM frames into one buffer.
+type frameReader struct {
+	r    *bufio.Reader
+	w, h int
+	buf  []byte
+}
+
+// each reads frames until EOF or opt.MaxFrames and passes them to fn; it
+// returns how many it passed.
+func (fr *frameReader) each(opt FrameOptions, fn func(int, []byte) error) (int, error) {
+	step := max(opt.Every, 1)
+	n := 0
+	for opt.MaxFrames == 0 || n < opt.MaxFrames {
+		w, h, err := fr.header()
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("frame %d: %w", n, err)
+		}
+		if fr.buf == nil {
+			fr.w, fr.h = w, h
+			fr.buf = make([]byte, w*h*3)
+		} else if w != fr.w || h != fr.h {
+			return n, fmt.Errorf("frame %d is %dx%d, the first frame was %dx%d; frames of one video must have one size", n, w, h, fr.w, fr.h)
+		}
+		if _, err := io.ReadFull(fr.r, fr.buf); err != nil {
+			return n, fmt.Errorf("frame %d: %w", n, noEOF(err))
+		}
+		if err := fn(n*step, fr.buf); err != nil {
+			return n, callbackError{err}
+		}
+		n++
+	}
+	return n, nil
+}
+
+// header reads one "P6 <w> <h> 255" header and the single whitespace byte
+// after it. It returns io.EOF only at a clean end of the stream.
+func (fr *frameReader) header() (w, h int, err error) {
+	magic, err := fr.r.Peek(2)
+	if err == io.EOF && len(magic) == 0 {
+		return 0, 0, io.EOF
+	}
+	if err != nil || string(magic) != "P6" {
+		return 0, 0, errors.New("ffmpeg's output is not a PPM frame")
+	}
+	fr.r.Discard(2)
+	var v [3]int
+	for i := range v {
+		if v[i], err = fr.int(); err != nil {
+			return 0, 0, err
+		}
+	}
+	if v[2] != 255 {
+		return 0, 0, fmt.Errorf("PPM frame with maximum value %d, want 255 (8-bit RGB)", v[2])
+	}
+	if v[0] <= 0 || v[1] <= 0 || v[0] > 1<<16 || v[1] > 1<<16 {
+		return 0, 0, fmt.Errorf("PPM frame of %dx%d pixels", v[0], v[1])
+	}
+	return v[0], v[1], nil
+}
+
+// int skips whitespace, reads a decimal number and consumes the one
+// whitespace byte that ends it.
+func (fr *frameReader) int() (int, error) {
+	c, err := fr.r.ReadByte()
+	for err == nil && isSpace(c) {
+		c, err = fr.r.ReadByte()
+	}
+	v, digits := 0, 0
+	for err == nil && c >= '0' && c <= '9' && digits < 9 {
+		v = v*10 + int(c-'0')
+		digits++
+		c, err = fr.r.ReadByte()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("PPM header: %w", noEOF(err))
+	}
+	if digits == 0 || !isSpace(c) {
+		return 0, errors.New("malformed PPM header")
+	}
+	return v, nil
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+// noEOF turns io.EOF inside a frame into io.ErrUnexpectedEOF.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
