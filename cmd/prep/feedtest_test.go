@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFeedTestHost(t *testing.T) {
+	dir, m := convertedShards(t)
+	stdout, stderr, code := prepRun(t, "feed-test", dir, "--device", "host", "--batch", "4", "--readers", "2", "--verify", "--json", "--step", "1s")
+	if code != 0 {
+		t.Fatalf("feed-test: exit %d: %s", code, stderr)
+	}
+	var out struct {
+		Device       string            `json:"device"`
+		GPU          bool              `json:"gpu"`
+		Samples      int               `json:"samples"`
+		Bytes        int64             `json:"bytes"`
+		DeviceSHA256 map[string]string `json:"device_sha256"`
+		Verdict      struct {
+			Need float64 `json:"need"`
+			OK   bool    `json:"ok"`
+			Text string  `json:"text"`
+		} `json:"verdict"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("--json: %v\n%s", err, stdout)
+	}
+	if out.Device != "host memory (no GPU)" || out.GPU || out.Samples != 16 || out.Bytes != 16*224*224*3 {
+		t.Fatalf("feed-test: %+v", out)
+	}
+	for _, s := range m.Shards {
+		if got, want := out.DeviceSHA256[s.File], dataSHA(t, dir, s); got != want {
+			t.Errorf("%s: sha256 on the device %s, shard data %s", s.File, got, want)
+		}
+	}
+	if out.Verdict.Need != 4 || !out.Verdict.OK || !strings.HasSuffix(out.Verdict.Text, "(measured into host memory, not a GPU)") {
+		t.Errorf("verdict %+v", out.Verdict)
+	}
+
+	stdout, stderr, code = prepRun(t, "feed-test", dir, "--device", "host", "--need", "1e15/s")
+	if code != exitThreshold || !strings.HasPrefix(stdout, "device: host memory (no GPU)\n") ||
+		!strings.Contains(stdout, "verdict: input-bound: the GPU would idle 100%; limiting stage: ") ||
+		!strings.Contains(stderr, "1,000,000,000,000,000 needed") {
+		t.Errorf("unmet --need: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+func TestFeedTestErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"feed-test", ".", "--need", "fast"}, exitUsage, `--need "fast"`},
+		{[]string{"feed-test", ".", "--need", "10/s", "--step", "1s"}, exitUsage, "not both"},
+		{[]string{"feed-test", ".", "--device", "gpu0"}, exitUsage, `--device "gpu0"`},
+		{[]string{"feed-test", ".", "--batch", "0"}, exitUsage, "--batch"},
+	}
+	if !haveLib("libcuda.so.1") {
+		tests = append(tests, struct {
+			args []string
+			code int
+			want string
+		}{[]string{"feed-test", ".", "--device", "0"}, exitNoGPU, "libcuda.so.1 not found: no NVIDIA driver on this machine (use --device host"})
+	}
+	for _, tc := range tests {
+		_, stderr, code := prepRun(t, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+	}
+}
+
+func TestParseNeed(t *testing.T) {
+	for _, tc := range []struct {
+		need  string
+		step  time.Duration
+		batch int
+		want  float64
+		usage bool
+	}{
+		{"", 0, 256, 0, false},
+		{"2470/s", 0, 256, 2470, false},
+		{" 2470 ", 0, 256, 2470, false},
+		{"1.5e3/s", 0, 256, 1500, false},
+		{"", 100 * time.Millisecond, 256, 2560, false},
+		{"", -time.Second, 256, 0, true},
+		{"0/s", 0, 256, 0, true},
+		{"lots", 0, 256, 0, true},
+	} {
+		got, err := parseNeed(tc.need, tc.step, tc.batch)
+		var ue usageError
+		if got != tc.want || (err != nil) != tc.usage || (err != nil && !errors.As(err, &ue)) {
+			t.Errorf("parseNeed(%q, %v, %d) = %v, %v; want %v (usage error: %v)", tc.need, tc.step, tc.batch, got, err, tc.want, tc.usage)
+		}
+	}
+}
