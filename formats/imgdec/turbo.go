@@ -3,7 +3,9 @@
 package imgdec
 
 /*
-#cgo LDFLAGS: -ljpeg
+// Linked statically (libjpeg62-turbo-dev ships libjpeg.a) so the binary runs
+// where libjpeg.so.62 is missing, e.g. Ubuntu hosts, which ship libjpeg.so.8.
+#cgo LDFLAGS: -l:libjpeg.a
 #include <stdio.h>
 #include <stdlib.h>
 #include <setjmp.h>
