@@ -116,7 +116,8 @@ type cudaDevice struct {
 	name  string
 	ctx   uintptr
 	calls chan func()
-	done  chan struct{}
+	quit  chan struct{} // closed by Close after the context is destroyed
+	done  chan struct{} // closed when the loop has returned
 	once  sync.Once
 }
 
@@ -127,7 +128,7 @@ func OpenCUDA(index int) (Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &cudaDevice{api: a, calls: make(chan func()), done: make(chan struct{})}
+	d := &cudaDevice{api: a, calls: make(chan func()), quit: make(chan struct{}), done: make(chan struct{})}
 	started := make(chan error, 1)
 	go d.loop(index, started)
 	if err := <-started; err != nil {
@@ -145,8 +146,13 @@ func (d *cudaDevice) loop(index int, started chan<- error) {
 		return
 	}
 	started <- nil
-	for f := range d.calls {
-		f()
+	for {
+		select {
+		case f := <-d.calls:
+			f()
+		case <-d.quit:
+			return
+		}
 	}
 }
 
@@ -263,7 +269,7 @@ func (d *cudaDevice) Close() error {
 	var err error
 	d.once.Do(func() {
 		err = d.do(func() error { return d.api.err("cuCtxDestroy_v2", d.api.cuCtxDestroy(d.ctx)) })
-		close(d.calls)
+		close(d.quit)
 		<-d.done
 	})
 	return err

@@ -47,8 +47,8 @@ numbers are never a GPU result.`,
   prep feed-test ./shards --device host --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opt.Batch < 1 || opt.Readers < 1 {
-				return usagef("--batch and --readers must be 1 or more")
+			if opt.Batch < 1 || opt.Readers < 1 || opt.Slots < 2 {
+				return usagef("--batch and --readers must be 1 or more, --slots 2 or more")
 			}
 			if need != "" && step != 0 {
 				return usagef("give --need or --step, not both")
