@@ -4,6 +4,9 @@
 // JPEGs go through libjpeg-turbo when the package is built with cgo (the default
 // on Linux), which can also shrink them by 1/2, 1/4 or 1/8 in the DCT domain; the
 // standard library's image/jpeg is the fallback and the reference.
+//
+// Decoded images may be handed back with Release once the caller is done with
+// them: touching fresh memory costs more than decoding on small VMs.
 package imgdec
 
 import (
@@ -52,7 +55,7 @@ type Info struct {
 	Format        string // "jpeg" or "png"
 	Width, Height int    // as stored: before scaling and orientation
 	// Scale is the DCT denominator used (1, 2, 4 or 8): the decoded image is
-	// about Width/Scale × Height/Scale before orientation.
+	// ⌈Width/Scale⌉ × ⌈Height/Scale⌉ before orientation.
 	Scale int
 	// Orientation is the EXIF orientation (1..8) found and applied; 1 when none.
 	Orientation int
