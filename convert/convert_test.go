@@ -68,7 +68,7 @@ func writeImages(t *testing.T, dir string, classes []string, n int) {
 }
 
 func handlerFor(aug ImageAugmenter) func(string) Handler {
-	h := NewImageHandler(pngDecode, aug, 0)
+	h := NewImageHandler(pngDecode, nil, aug, 0)
 	return func(key string) Handler {
 		if strings.HasSuffix(key, ".png") {
 			return h

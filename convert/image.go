@@ -13,22 +13,28 @@ import (
 type ImageDecoder func(data []byte, minSide int) (*image.NRGBA, error)
 
 // NewImageHandler decodes images and applies aug (nil: no augmentation).
-// minSide is the recipe's hint for the decoder (0: full size).
-func NewImageHandler(decode ImageDecoder, aug ImageAugmenter, minSide int) Handler {
+// minSide is the recipe's hint for the decoder (0: full size). release,
+// if not nil, takes back the decoded image once its pixels are copied, so
+// the decoder can reuse memory it has already touched.
+func NewImageHandler(decode ImageDecoder, release func(*image.NRGBA), aug ImageAugmenter, minSide int) Handler {
 	return HandlerFunc(func(_ context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
 		img, err := decode(in.Data, minSide)
 		if err != nil {
 			return nil, err
 		}
-		var params map[string]any
+		out, params := img, map[string]any(nil)
 		if aug != nil {
-			img, params = aug.Apply(img, rng)
+			out, params = aug.Apply(img, rng)
+		}
+		t := RGBTensor(out)
+		if release != nil {
+			release(img)
 		}
 		return []formats.Sample{{
 			Key:    in.Key,
 			Source: in.Source,
 			Label:  in.Label,
-			Fields: []formats.Field{{Name: formats.DataField, Tensor: RGBTensor(img)}},
+			Fields: []formats.Field{{Name: formats.DataField, Tensor: t}},
 			Params: params,
 		}}, nil
 	})

@@ -206,7 +206,7 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 		o.MinSide = minSide
 		img, _, err := imgdec.Decode(data, o)
 		return img, err
-	}, recipe, recipe.MinSide())
+	}, imgdec.Release, recipe, recipe.MinSide())
 	if f.splitAxis != -1 && f.splitAxis != 0 {
 		return usagef("--split-axis %d: want -1 (a file is a sample) or 0 (rows are samples)", f.splitAxis)
 	}
