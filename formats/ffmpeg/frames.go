@@ -47,7 +47,7 @@ func Frames(ctx context.Context, path string, opt FrameOptions, fn func(index in
 		return 0, 0, fmt.Errorf("ffmpeg %s: %w", path, err)
 	}
 	fr := frameReader{r: bufio.NewReaderSize(stdout, 64<<10)}
-	n, readErr := fr.each(opt, fn)
+	n, readErr := fr.each(ctx, opt, fn)
 	if readErr != nil {
 		cancel() // stop ffmpeg: nobody reads its output any more
 	}
@@ -114,7 +114,7 @@ type frameReader struct {
 
 // each reads frames until EOF or opt.MaxFrames and passes them to fn; it
 // returns how many it passed.
-func (fr *frameReader) each(opt FrameOptions, fn func(int, []byte) error) (int, error) {
+func (fr *frameReader) each(ctx context.Context, opt FrameOptions, fn func(int, []byte) error) (int, error) {
 	step := max(opt.Every, 1)
 	n := 0
 	for opt.MaxFrames == 0 || n < opt.MaxFrames {
@@ -133,6 +133,9 @@ func (fr *frameReader) each(opt FrameOptions, fn func(int, []byte) error) (int, 
 		}
 		if _, err := io.ReadFull(fr.r, fr.buf); err != nil {
 			return n, fmt.Errorf("frame %d: %w", n, noEOF(err))
+		}
+		if ctx.Err() != nil {
+			return n, ctx.Err() // frames already in the pipe are not wanted
 		}
 		if err := fn(n*step, fr.buf); err != nil {
 			return n, callbackError{err}

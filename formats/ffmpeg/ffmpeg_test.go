@@ -1,0 +1,395 @@
+package ffmpeg
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const (
+	videoDir = "../../testdata/video"
+	audioDir = "../../testdata/audio"
+)
+
+// ffmpegOut runs ffmpeg with args and returns its stdout.
+func ffmpegOut(t testing.TB, args ...string) []byte {
+	t.Helper()
+	var out, stderr bytes.Buffer
+	cmd := exec.Command("ffmpeg", append([]string{"-nostdin", "-v", "error"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ffmpeg %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out.Bytes()
+}
+
+// generate writes a file made by ffmpeg from args (ending in the output
+// name) into a temporary directory and returns its path.
+func generate(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	ffmpegOut(t, append(append([]string{"-y"}, args...), path)...)
+	return path
+}
+
+func TestProbe(t *testing.T) {
+	tests := []struct {
+		file          string
+		typ, codec    string
+		w, h          int
+		fps           float64
+		frames        int
+		rate, chans   int
+		durMin, durMx float64
+	}{
+		{file: "video/testsrc.mp4", typ: "video", codec: "h264", w: 64, h: 48, fps: 25, frames: 50, durMin: 2, durMx: 2},
+		{file: "video/testsrc.mkv", typ: "video", codec: "mpeg4", w: 64, h: 48, fps: 30, frames: 30, durMin: 1, durMx: 1.05},
+		{file: "video/testsrc.webm", typ: "video", codec: "vp8", w: 64, h: 48, fps: 24, frames: 36, durMin: 1.5, durMx: 1.55},
+		{file: "video/testsrc.avi", typ: "video", codec: "mpeg4", w: 64, h: 48, fps: 10, frames: 20, durMin: 2, durMx: 2},
+		{file: "audio/sine.wav", typ: "audio", codec: "pcm_s16le", rate: 22050, chans: 2, durMin: 1, durMx: 1},
+		{file: "audio/sine.flac", typ: "audio", codec: "flac", rate: 16000, chans: 1, durMin: 1, durMx: 1},
+		{file: "audio/sine.mp3", typ: "audio", codec: "mp3", rate: 44100, chans: 1, durMin: 1, durMx: 1.1},
+		{file: "audio/sine.ogg", typ: "audio", codec: "vorbis", rate: 32000, chans: 2, durMin: 1, durMx: 1.1},
+		{file: "audio/sine.opus", typ: "audio", codec: "opus", rate: 48000, chans: 1, durMin: 1, durMx: 1.1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			info, err := Probe(context.Background(), filepath.Join("../../testdata", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(info.Streams) != 1 {
+				t.Fatalf("%d streams, want 1: %+v", len(info.Streams), info)
+			}
+			s := info.Streams[0]
+			if s.Type != tt.typ || s.Codec != tt.codec || s.Width != tt.w || s.Height != tt.h ||
+				s.FPS != tt.fps || s.Frames != tt.frames || s.SampleRate != tt.rate || s.Channels != tt.chans {
+				t.Errorf("stream %+v, want %+v", s, tt)
+			}
+			if s.Duration < tt.durMin || s.Duration > tt.durMx {
+				t.Errorf("duration %v, want %v..%v", s.Duration, tt.durMin, tt.durMx)
+			}
+			if _, ok := info.Video(); ok != (tt.typ == "video") {
+				t.Errorf("Video() found = %v", ok)
+			}
+		})
+	}
+}
+
+// collect runs Frames and keeps the indices and a copy of every frame.
+func collect(t *testing.T, path string, opt FrameOptions) (w, h int, idx []int, frames [][]byte) {
+	t.Helper()
+	w, h, err := Frames(context.Background(), path, opt, func(i int, rgb []byte) error {
+		idx = append(idx, i)
+		frames = append(frames, bytes.Clone(rgb))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, h, idx, frames
+}
+
+func TestFramesCounts(t *testing.T) {
+	seq := func(n, step int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = i * step
+		}
+		return s
+	}
+	tests := []struct {
+		file string
+		opt  FrameOptions
+		want []int // frame indices
+	}{
+		{"testsrc.mp4", FrameOptions{}, seq(50, 1)},         // 2 s at 25 fps
+		{"testsrc.mkv", FrameOptions{}, seq(30, 1)},         // 1 s at 30 fps
+		{"testsrc.webm", FrameOptions{}, seq(36, 1)},        // 1.5 s at 24 fps
+		{"testsrc.avi", FrameOptions{}, seq(20, 1)},         // 2 s at 10 fps
+		{"testsrc.mp4", FrameOptions{FPS: 10}, seq(20, 1)},  // 2 s at 10 fps
+		{"testsrc.mkv", FrameOptions{FPS: 7.5}, seq(8, 1)},  // ceil(1 s × 7.5)
+		{"testsrc.avi", FrameOptions{FPS: 20}, seq(40, 1)},  // frames repeated up to 20 fps
+		{"testsrc.mp4", FrameOptions{Every: 5}, seq(10, 5)}, // 0, 5, ..., 45
+		{"testsrc.webm", FrameOptions{Every: 7}, seq(6, 7)}, // 0, 7, ..., 35
+		{"testsrc.mp4", FrameOptions{Every: 1}, seq(50, 1)}, // 1 keeps all
+		{"testsrc.mp4", FrameOptions{FPS: 10, Every: 3}, seq(7, 3)},
+		{"testsrc.mp4", FrameOptions{MaxFrames: 7}, seq(7, 1)},
+		{"testsrc.mp4", FrameOptions{MaxFrames: 500}, seq(50, 1)},
+		{"testsrc.mkv", FrameOptions{Every: 4, MaxFrames: 3}, seq(3, 4)},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%+v", tt.file, tt.opt), func(t *testing.T) {
+			t.Parallel()
+			w, h, idx, _ := collect(t, filepath.Join(videoDir, tt.file), tt.opt)
+			if w != 64 || h != 48 {
+				t.Errorf("%dx%d, want 64x48", w, h)
+			}
+			if !slices.Equal(idx, tt.want) {
+				t.Errorf("frames %v, want %v", idx, tt.want)
+			}
+		})
+	}
+}
+
+// TestFramesPixels compares frames with what ffmpeg writes for the same
+// frame on its own, byte for byte.
+func TestFramesPixels(t *testing.T) {
+	for _, file := range []string{"testsrc.mp4", "testsrc.mkv", "testsrc.webm", "testsrc.avi"} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(videoDir, file)
+			_, _, idx, frames := collect(t, path, FrameOptions{Every: 3})
+			for _, n := range []int{0, 9} {
+				want := ffmpegOut(t, "-i", path, "-vf", fmt.Sprintf(`select=eq(n\,%d)`, n), "-vsync", "passthrough",
+					"-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "rgb24", "-")
+				got := frames[slices.Index(idx, n)]
+				if sha256.Sum256(got) != sha256.Sum256(want) {
+					t.Errorf("frame %d differs from ffmpeg's own rgb24 output", n)
+				}
+			}
+			// testsrc2 moves: consecutive kept frames differ.
+			for i := 1; i < len(frames); i++ {
+				if bytes.Equal(frames[i], frames[i-1]) {
+					t.Errorf("frames %d and %d are identical", idx[i-1], idx[i])
+				}
+			}
+		})
+	}
+}
+
+// TestFramesExactPixels decodes a lossless RGB video made from known
+// frames, so every byte must come back whatever ffmpeg's conversions do.
+func TestFramesExactPixels(t *testing.T) {
+	const w, h, n = 40, 30, 6
+	var raw []byte
+	for f := range n {
+		for y := range h {
+			for x := range w {
+				raw = append(raw, byte(x*6+f), byte(y*8), byte(x^y*f))
+			}
+		}
+	}
+	src := filepath.Join(t.TempDir(), "frames.rgb")
+	if err := os.WriteFile(src, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := generate(t, "lossless.mkv", "-f", "rawvideo", "-pix_fmt", "rgb24", "-video_size", "40x30",
+		"-framerate", "5", "-i", src, "-c:v", "ffv1", "-pix_fmt", "bgr0")
+	gw, gh, idx, frames := collect(t, path, FrameOptions{})
+	if gw != w || gh != h || len(idx) != n {
+		t.Fatalf("%dx%d, %d frames; want %dx%d, %d frames", gw, gh, len(idx), w, h, n)
+	}
+	if got := bytes.Join(frames, nil); !bytes.Equal(got, raw) {
+		t.Error("decoded frames differ from the RGB they were encoded from")
+	}
+}
+
+func TestFramesErrors(t *testing.T) {
+	tests := []struct {
+		path string
+		want string
+	}{
+		{filepath.Join(videoDir, "corrupt.mp4"), "[mov,mp4,m4a,3gp,3g2,mj2] moov atom not found; Invalid data found when processing input"},
+		{filepath.Join(videoDir, "missing.mp4"), "No such file or directory"},
+		{filepath.Join(audioDir, "sine.flac"), "matches no streams"},
+		{"../../testdata/README.md", "Invalid data found when processing input"},
+	}
+	for _, tt := range tests {
+		calls := 0
+		_, _, err := Frames(context.Background(), tt.path, FrameOptions{}, func(int, []byte) error { calls++; return nil })
+		var fe *Error
+		if !errors.As(err, &fe) {
+			t.Fatalf("%s: error %v (%T), want *Error", tt.path, err, err)
+		}
+		if !strings.Contains(fe.Reason, tt.want) || strings.Contains(fe.Reason, "\n") || strings.Contains(fe.Reason, "0x") {
+			t.Errorf("%s: reason %q, want one line with %q and no pointers", tt.path, fe.Reason, tt.want)
+		}
+		if !strings.HasPrefix(err.Error(), "ffmpeg "+tt.path+": ") {
+			t.Errorf("error %q does not name the file", err)
+		}
+		if calls != 0 {
+			t.Errorf("%s: %d frames delivered", tt.path, calls)
+		}
+	}
+	if _, _, err := Frames(context.Background(), "x.mp4", FrameOptions{Every: -1}, nil); err == nil {
+		t.Error("negative Every accepted")
+	}
+}
+
+func TestNoFFmpeg(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	ctx := context.Background()
+	path := filepath.Join(videoDir, "testsrc.mp4")
+	_, _, errFrames := Frames(ctx, path, FrameOptions{}, func(int, []byte) error { return nil })
+	_, errAudio := Audio(ctx, path, AudioOptions{})
+	_, errProbe := Probe(ctx, path)
+	want := `ffmpeg not found on PATH: install it with "apt-get install ffmpeg" (or make deps)`
+	for _, err := range []error{errFrames, errAudio} {
+		if !errors.Is(err, ErrNoFFmpeg) || err.Error() != want {
+			t.Errorf("error %q, want ErrNoFFmpeg: %q", err, want)
+		}
+	}
+	if !errors.Is(errProbe, ErrNoFFmpeg) || !strings.HasPrefix(errProbe.Error(), "ffprobe not found on PATH") {
+		t.Errorf("Probe: %v, want ErrNoFFmpeg naming ffprobe", errProbe)
+	}
+	var f interface{ Fatal() bool }
+	if !errors.As(errFrames, &f) || !f.Fatal() {
+		t.Error("a missing ffmpeg is not marked fatal")
+	}
+}
+
+func TestFramesCallbackError(t *testing.T) {
+	stop := errors.New("stop here")
+	calls := 0
+	w, h, err := Frames(context.Background(), filepath.Join(videoDir, "testsrc.mp4"), FrameOptions{},
+		func(i int, _ []byte) error {
+			calls++
+			if i == 4 {
+				return stop
+			}
+			return nil
+		})
+	if err != stop || calls != 5 || w != 64 || h != 48 {
+		t.Errorf("err %v after %d calls (%dx%d), want %v after 5", err, calls, w, h, stop)
+	}
+}
+
+// sineStats returns the peak and the frequency of channel c of
+// interleaved pcm, the latter from the zero crossings of its middle 80%.
+func sineStats(pcm []float32, channels, c, rate int) (peak, hz float64) {
+	frames := len(pcm) / channels
+	lo, hi := frames/10, frames*9/10
+	crossings := 0
+	for i := lo; i < hi; i++ {
+		a, b := pcm[i*channels+c], pcm[(i+1)*channels+c]
+		if (a < 0) != (b < 0) {
+			crossings++
+		}
+		peak = max(peak, math.Abs(float64(a)))
+	}
+	return peak, float64(crossings) / 2 / (float64(hi-lo) / float64(rate))
+}
+
+func TestAudio(t *testing.T) {
+	files := []string{"sine.wav", "sine.flac", "sine.mp3", "sine.ogg", "sine.opus"}
+	opts := []AudioOptions{
+		{Duration: 1},                            // 16 kHz mono
+		{Rate: 8000, Channels: 2, Duration: 0.5}, // trimmed
+		{Rate: 44100, Duration: 1.25},            // padded with silence
+	}
+	for _, file := range files {
+		for _, opt := range opts {
+			t.Run(fmt.Sprintf("%s/%+v", file, opt), func(t *testing.T) {
+				t.Parallel()
+				testSine(t, filepath.Join(audioDir, file), opt)
+			})
+		}
+	}
+}
+
+// testSine checks that Audio decodes path, a 1 s sine of 440 Hz, to the
+// length opt asks for and the right tone in every channel.
+func testSine(t *testing.T, path string, opt AudioOptions) {
+	pcm, err := Audio(context.Background(), path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := opt.withDefaults()
+	frames := int(math.Round(float64(o.Rate) * o.Duration))
+	if len(pcm) != frames*o.Channels {
+		t.Fatalf("%d samples, want %d", len(pcm), frames*o.Channels)
+	}
+	voiced := pcm[:min(len(pcm), o.Rate*o.Channels*9/10)] // the sine lasts 1 s
+	for c := range o.Channels {
+		peak, hz := sineStats(voiced, o.Channels, c, o.Rate)
+		// lavfi's sine has amplitude 1/8; channel mixing scales it by
+		// down to 1/√2 (-3 dB), lossy codecs wobble a little.
+		if math.Abs(hz-440) > 5 || peak < 0.08 || peak > 0.16 {
+			t.Errorf("channel %d: %.1f Hz, peak %.3f; want 440 Hz, 0.125", c, hz, peak)
+		}
+	}
+	if o.Duration > 1 {
+		tail := pcm[int(1.1*float64(o.Rate))*o.Channels:]
+		if slices.ContainsFunc(tail, func(v float32) bool { return v != 0 }) {
+			t.Error("padding after the end is not silence")
+		}
+	}
+}
+
+func TestAudioWhole(t *testing.T) {
+	pcm, err := Audio(context.Background(), filepath.Join(audioDir, "sine.flac"), AudioOptions{Rate: 16000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pcm) != 16000 { // the file holds exactly 1 s at 16 kHz
+		t.Errorf("%d samples, want 16000", len(pcm))
+	}
+	// flac is lossless: the samples are lavfi's sine (a table-driven
+	// approximation off by a few units) quantised to 16 bits.
+	for i, v := range pcm {
+		want := math.Sin(2*math.Pi*440*float64(i)/16000) / 8
+		if math.Abs(float64(v)-want) > 4.0/32768 {
+			t.Fatalf("sample %d = %v, want %v", i, v, want)
+		}
+	}
+}
+
+func TestAudioTruncated(t *testing.T) {
+	// The first half of an mp3 decodes to what is there; a duration pads it.
+	pcm, err := Audio(context.Background(), filepath.Join(audioDir, "truncated.mp3"), AudioOptions{Duration: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pcm) != 16000 {
+		t.Fatalf("%d samples, want 16000", len(pcm))
+	}
+	if _, hz := sineStats(pcm[:6000], 1, 0, 16000); math.Abs(hz-440) > 5 {
+		t.Errorf("decoded part is %.1f Hz, want 440", hz)
+	}
+	if slices.ContainsFunc(pcm[9000:], func(v float32) bool { return v != 0 }) {
+		t.Error("the missing half is not silence")
+	}
+
+	tests := []struct{ path, want string }{
+		{filepath.Join(audioDir, "truncated.wav"), "[wav] no 'data' tag found; Invalid data found when processing input"},
+		{filepath.Join(videoDir, "testsrc.mp4"), "matches no streams"},
+	}
+	for _, tt := range tests {
+		_, err := Audio(context.Background(), tt.path, AudioOptions{})
+		var fe *Error
+		if !errors.As(err, &fe) || !strings.Contains(fe.Reason, tt.want) || strings.Contains(fe.Reason, "\n") {
+			t.Errorf("%s: error %v, want one line with %q", tt.path, err, tt.want)
+		}
+	}
+}
+
+func TestReason(t *testing.T) {
+	stderr := "[mov,mp4,m4a,3gp,3g2,mj2 @ 0x5571661518c0] moov atom not found\n" +
+		"file:/tmp/x 1.mp4: Invalid data found when processing input\n" +
+		"file:/tmp/x 1.mp4: Invalid data found when processing input\n\n"
+	got := reason([]byte(stderr), "/tmp/x 1.mp4")
+	want := "[mov,mp4,m4a,3gp,3g2,mj2] moov atom not found; Invalid data found when processing input"
+	if got != want {
+		t.Errorf("reason %q, want %q", got, want)
+	}
+}
+
+func TestMain(m *testing.M) {
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		// The tests need the real programs; say how to get them.
+		os.Stderr.WriteString(ErrNoFFmpeg.Error() + "\n")
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
