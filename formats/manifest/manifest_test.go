@@ -1,0 +1,55 @@
+package manifest
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/prep-dev/prep/formats"
+)
+
+func TestWriteReadRoundTrip(t *testing.T) {
+	m := &Manifest{
+		Version: "v", Format: "hdf5", Recipe: "resize=8", Seed: 3, Copies: 2,
+		Options: map[string]string{"b": "2", "a": "1"}, Classes: []string{"x", "y"},
+		Items: 5, ItemsPerShard: 3, ShardCount: 2,
+		Shards: []Shard{
+			{Index: 0, ShardInfo: formats.ShardInfo{File: "shard-000000.h5", Count: 3, Bytes: 100, SHA256: "ab",
+				Datasets: []formats.DatasetInfo{{Name: "data", DType: formats.Uint8, Shape: []int{3, 2}, Offset: 4096, Size: 6}}}},
+			{Index: 1, ShardInfo: formats.ShardInfo{File: "shard-000001.h5", Count: 1, Bytes: 50, SHA256: "cd"},
+				Skipped: []Skipped{{Key: "bad.jpg", Reason: "truncated"}}},
+		},
+	}
+	m.Totals()
+	if m.Samples != 4 || m.Bytes != 150 || len(m.Skipped) != 1 {
+		t.Fatalf("totals: %d samples, %d bytes, %v skipped", m.Samples, m.Bytes, m.Skipped)
+	}
+	dir := t.TempDir()
+	if err := Write(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, FileName+".tmp")); !os.IsNotExist(err) {
+		t.Fatal("temp manifest left behind")
+	}
+	got, err := Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("read back\n%+v\nwant\n%+v", got, m)
+	}
+	a, _ := Marshal(m)
+	b, _ := Marshal(got)
+	if string(a) != string(b) {
+		t.Fatal("marshalling is not stable")
+	}
+}
+
+func TestParseError(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, FileName), []byte("{not json"), 0o644)
+	if _, err := Read(dir); err == nil {
+		t.Fatal("a corrupt manifest was accepted")
+	}
+}
