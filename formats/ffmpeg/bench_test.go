@@ -19,7 +19,7 @@ func BenchmarkFramesVsFFmpeg(b *testing.B) {
 		b.SetBytes(250 * frameBytes)
 		frames := 0
 		for b.Loop() {
-			_, _, err := Frames(context.Background(), path, FrameOptions{}, func(int, []byte) error {
+			_, _, err := Frames(context.Background(), path, FrameOptions{}, func(Frame) error {
 				frames++
 				return nil
 			})

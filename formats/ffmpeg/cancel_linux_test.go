@@ -49,9 +49,9 @@ func TestFramesCancel(t *testing.T) {
 			stop := errors.New("enough")
 			var pids []int
 			frames := 0
-			_, _, err := Frames(ctx, path, FrameOptions{}, func(i int, _ []byte) error {
+			_, _, err := Frames(ctx, path, FrameOptions{}, func(f Frame) error {
 				frames++
-				if i < 3 {
+				if f.Index < 3 {
 					return nil
 				}
 				pids = children(t, path)

@@ -89,9 +89,12 @@ func TestProbe(t *testing.T) {
 // collect runs Frames and keeps the indices and a copy of every frame.
 func collect(t *testing.T, path string, opt FrameOptions) (w, h int, idx []int, frames [][]byte) {
 	t.Helper()
-	w, h, err := Frames(context.Background(), path, opt, func(i int, rgb []byte) error {
-		idx = append(idx, i)
-		frames = append(frames, bytes.Clone(rgb))
+	w, h, err := Frames(context.Background(), path, opt, func(f Frame) error {
+		if len(f.RGB) != f.Width*f.Height*3 {
+			t.Errorf("frame %d: %d bytes for %dx%d", f.Index, len(f.RGB), f.Width, f.Height)
+		}
+		idx = append(idx, f.Index)
+		frames = append(frames, bytes.Clone(f.RGB))
 		return nil
 	})
 	if err != nil {
@@ -207,7 +210,7 @@ func TestFramesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		calls := 0
-		_, _, err := Frames(context.Background(), tt.path, FrameOptions{}, func(int, []byte) error { calls++; return nil })
+		_, _, err := Frames(context.Background(), tt.path, FrameOptions{}, func(Frame) error { calls++; return nil })
 		var fe *Error
 		if !errors.As(err, &fe) {
 			t.Fatalf("%s: error %v (%T), want *Error", tt.path, err, err)
@@ -231,7 +234,7 @@ func TestNoFFmpeg(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	ctx := context.Background()
 	path := filepath.Join(videoDir, "testsrc.mp4")
-	_, _, errFrames := Frames(ctx, path, FrameOptions{}, func(int, []byte) error { return nil })
+	_, _, errFrames := Frames(ctx, path, FrameOptions{}, func(Frame) error { return nil })
 	_, errAudio := Audio(ctx, path, AudioOptions{})
 	_, errProbe := Probe(ctx, path)
 	want := `ffmpeg not found on PATH: install it with "apt-get install ffmpeg" (or make deps)`
@@ -253,9 +256,9 @@ func TestFramesCallbackError(t *testing.T) {
 	stop := errors.New("stop here")
 	calls := 0
 	w, h, err := Frames(context.Background(), filepath.Join(videoDir, "testsrc.mp4"), FrameOptions{},
-		func(i int, _ []byte) error {
+		func(f Frame) error {
 			calls++
-			if i == 4 {
+			if f.Index == 4 {
 				return stop
 			}
 			return nil

@@ -17,11 +17,20 @@ type FrameOptions struct {
 	MaxFrames int     // stop after this many frames; 0 for no limit
 }
 
+// Frame is one decoded video frame.
+type Frame struct {
+	// Index is the frame's position in the stream after the FPS filter:
+	// with Every 5 the frames are 0, 5, 10, ...
+	Index         int
+	Width, Height int
+	// RGB holds Height rows of Width×3 bytes. It is reused for the next
+	// frame: copy what you keep.
+	RGB []byte
+}
+
 // Frames decodes the first video stream of the file at path to 8-bit RGB
-// and calls fn for each frame in order. index is the frame's position in
-// the stream after the FPS filter (with Every 5: 0, 5, 10, ...); rgb holds
-// h rows of w×3 bytes and is reused for the next frame, so fn must copy
-// what it keeps. An error from fn stops decoding and is returned as is.
+// and calls fn for each frame in order. An error from fn stops decoding
+// and is returned as is.
 //
 // ffmpeg writes the frames as binary PPM (P6) images, a raw RGB frame
 // behind a header of about 15 bytes: the frame size comes with the
@@ -29,7 +38,7 @@ type FrameOptions struct {
 // decoding a short clip), and rotated videos come out at the size ffmpeg
 // gives them after auto-rotation. Every frame must have the size of the
 // first. w and h are that size.
-func Frames(ctx context.Context, path string, opt FrameOptions, fn func(index int, rgb []byte) error) (w, h int, err error) {
+func Frames(ctx context.Context, path string, opt FrameOptions, fn func(Frame) error) (w, h int, err error) {
 	if opt.FPS < 0 || opt.Every < 0 || opt.MaxFrames < 0 {
 		return 0, 0, fmt.Errorf("ffmpeg frames: FPS, Every and MaxFrames must not be negative, have %v, %d, %d", opt.FPS, opt.Every, opt.MaxFrames)
 	}
@@ -114,7 +123,7 @@ type frameReader struct {
 
 // each reads frames until EOF or opt.MaxFrames and passes them to fn; it
 // returns how many it passed.
-func (fr *frameReader) each(ctx context.Context, opt FrameOptions, fn func(int, []byte) error) (int, error) {
+func (fr *frameReader) each(ctx context.Context, opt FrameOptions, fn func(Frame) error) (int, error) {
 	step := max(opt.Every, 1)
 	n := 0
 	for opt.MaxFrames == 0 || n < opt.MaxFrames {
@@ -137,7 +146,7 @@ func (fr *frameReader) each(ctx context.Context, opt FrameOptions, fn func(int, 
 		if ctx.Err() != nil {
 			return n, ctx.Err() // frames already in the pipe are not wanted
 		}
-		if err := fn(n*step, fr.buf); err != nil {
+		if err := fn(Frame{Index: n * step, Width: w, Height: h, RGB: fr.buf}); err != nil {
 			return n, callbackError{err}
 		}
 		n++
