@@ -215,3 +215,23 @@ func TestFindErrors(t *testing.T) {
 		t.Errorf("bad offset: %v", err)
 	}
 }
+
+func TestFindSkipsEmptyShards(t *testing.T) {
+	dir := t.TempDir()
+	m := writeHDF5(t, dir, 1, 3, 8, 8)
+	m.Shards = append(m.Shards, manifest.Shard{Index: 1, Skipped: []manifest.Skipped{{Key: "bad.jpg", Reason: "truncated"}}})
+	if err := manifest.Write(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	shards, err := Find(dir)
+	if err != nil || len(shards) != 1 {
+		t.Fatalf("Find: %v, %+v", err, shards)
+	}
+	m.Shards = m.Shards[1:]
+	if err := manifest.Write(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Find(dir); err == nil || !strings.Contains(err.Error(), "no shards with samples") {
+		t.Fatalf("manifest of empty shards: %v", err)
+	}
+}

@@ -47,15 +47,18 @@ func Find(target string) ([]Shard, error) {
 	m, err := manifest.Read(target)
 	switch {
 	case err == nil:
-		if len(m.Shards) == 0 {
-			return nil, fmt.Errorf("%s: the manifest lists no shards", target)
-		}
 		for _, e := range m.Shards {
+			if e.File == "" {
+				continue // every input of this shard was skipped
+			}
 			s, err := describe(filepath.Join(target, e.File), &e.ShardInfo)
 			if err != nil {
 				return nil, err
 			}
 			shards = append(shards, s)
+		}
+		if len(shards) == 0 {
+			return nil, fmt.Errorf("%s: the manifest lists no shards with samples", target)
 		}
 		return shards, nil
 	case !errors.Is(err, os.ErrNotExist):
