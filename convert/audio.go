@@ -1,0 +1,96 @@
+package convert
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/ffmpeg"
+)
+
+// AudioOptions choose the PCM that audio samples hold.
+type AudioOptions struct {
+	Rate     int     // Hz; 0 means 16000
+	Channels int     // 0 means 1: ffmpeg mixes the file's channels down (or up)
+	Duration float64 // seconds; 0 keeps each file whole, else trim or pad with silence to exactly Rate×Duration frames
+	// SampleFormat is "f32" (float32 in [-1, 1], the default) or "s16"
+	// (int16, as 16-bit WAV holds).
+	SampleFormat string
+}
+
+// NewAudioHandler decodes .wav, .flac, .mp3, .ogg and .opus files (and
+// anything else ffmpeg reads) with ffmpeg, applies aug (nil: no
+// augmentation) and makes one sample per file: a (T, C) tensor of
+// float32 or int16 and its Rate. The key is the input's key.
+func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
+	return HandlerFunc(func(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
+		if opt.SampleFormat != "" && opt.SampleFormat != "f32" && opt.SampleFormat != "s16" {
+			return nil, Fatal(fmt.Errorf("audio sample format %q is not supported: use s16 or f32", opt.SampleFormat))
+		}
+		fo := ffmpeg.AudioOptions{Rate: opt.Rate, Channels: opt.Channels, Duration: opt.Duration}
+		if fo.Rate == 0 {
+			fo.Rate = ffmpeg.DefaultRate
+		}
+		if fo.Channels == 0 {
+			fo.Channels = 1
+		}
+		var pcm []float32
+		err := withLocalFile(in, func(path string) (err error) {
+			pcm, err = ffmpeg.Audio(ctx, path, fo)
+			return err
+		})
+		if err != nil {
+			return nil, mediaError(in, err)
+		}
+		var params map[string]any
+		if aug != nil {
+			params = aug.ApplyAudio(pcm, fo.Channels, fo.Rate, rng)
+		}
+		var t formats.Tensor
+		if opt.SampleFormat == "s16" {
+			t = s16Tensor(pcm, fo.Channels)
+		} else {
+			t = f32Tensor(pcm, fo.Channels)
+		}
+		return []formats.Sample{{
+			Key:    in.Key,
+			Source: in.Source,
+			Label:  in.Label,
+			Fields: []formats.Field{{Name: formats.DataField, Tensor: t}},
+			Rate:   fo.Rate,
+			Params: params,
+		}}, nil
+	})
+}
+
+// f32Tensor stores interleaved pcm as a (T, C) float32 tensor.
+func f32Tensor(pcm []float32, channels int) formats.Tensor {
+	b := make([]byte, 4*len(pcm))
+	for i, v := range pcm {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return formats.Tensor{DType: formats.Float32, Shape: []int{len(pcm) / channels, channels}, Data: b}
+}
+
+// s16Tensor stores interleaved pcm as a (T, C) int16 tensor: x×32768
+// rounded to nearest (ties to even) and clipped, as ffmpeg converts
+// float to 16-bit samples, so 16-bit sources come back bit-exact.
+func s16Tensor(pcm []float32, channels int) formats.Tensor {
+	b := make([]byte, 2*len(pcm))
+	for i, v := range pcm {
+		s := math.RoundToEven(float64(v) * 32768)
+		switch {
+		case s > math.MaxInt16:
+			s = math.MaxInt16
+		case s < math.MinInt16:
+			s = math.MinInt16
+		case s != s: // NaN
+			s = 0
+		}
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(int16(s)))
+	}
+	return formats.Tensor{DType: formats.Int16, Shape: []int{len(pcm) / channels, channels}, Data: b}
+}

@@ -1,0 +1,141 @@
+package convert
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/ffmpeg"
+)
+
+// VideoOptions choose the frames of each video and how they become
+// samples.
+type VideoOptions struct {
+	FPS   float64 // resample to this rate first; 0 keeps the decoded frames
+	Every int     // keep every Nth frame (after FPS); 0 or 1 keeps all
+	// Clip makes each run of Clip consecutive kept frames one (T, H, W, 3)
+	// sample; a shorter run at the end is dropped. 0 or 1: every frame is
+	// an (H, W, 3) sample.
+	Clip      int
+	MaxFrames int // keep at most this many frames of a video; 0 for all
+}
+
+// NewVideoHandler decodes .mp4, .mkv, .webm, .avi and .mov files with
+// ffmpeg into RGB frames and applies aug (nil: no augmentation) to each.
+// A sample's key is "KEY#f<i>", i the index of its (first) frame after
+// FPS, as ffmpeg.Frames counts; its Params hold aug's draws and "frame": i.
+//
+// All frames of one clip get the same augmentation: the handler draws two
+// seeds from rng per clip and gives every frame of the clip a generator
+// made from them, rand.New(rand.NewPCG(s1, s2)). Single frames are clips
+// of one, so each gets its own draws.
+//
+// The handler returns every sample of a video at once, so a video's
+// samples must fit in memory (a minute of 1080p at 30 fps is 11 GB):
+// bound them with MaxFrames, Every or FPS. Frames are decoded one at a
+// time into one buffer; only the samples are kept.
+func NewVideoHandler(opt VideoOptions, aug ImageAugmenter) Handler {
+	return HandlerFunc(func(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
+		if opt.FPS < 0 || opt.Every < 0 || opt.Clip < 0 || opt.MaxFrames < 0 {
+			return nil, Fatal(fmt.Errorf("video options must not be negative: fps %v, every %d, clip %d, max frames %d",
+				opt.FPS, opt.Every, opt.Clip, opt.MaxFrames))
+		}
+		v := videoSamples{in: in, aug: aug, rng: rng, clip: max(opt.Clip, 1)}
+		fo := ffmpeg.FrameOptions{FPS: opt.FPS, Every: opt.Every, MaxFrames: opt.MaxFrames}
+		err := withLocalFile(in, func(path string) error {
+			_, _, err := ffmpeg.Frames(ctx, path, fo, v.add)
+			return err
+		})
+		if err != nil {
+			return nil, mediaError(in, err)
+		}
+		if len(v.samples) == 0 {
+			return nil, fmt.Errorf("%s: %d frames decoded, fewer than one clip of %d", in.Key, v.n, v.clip)
+		}
+		return v.samples, nil
+	})
+}
+
+// videoSamples turns the frames of one video into samples as they arrive.
+type videoSamples struct {
+	in   *Input
+	aug  ImageAugmenter
+	rng  *rand.Rand
+	clip int
+
+	n       int // frames seen
+	s1, s2  uint64
+	first   int            // index of the current clip's first frame
+	params  map[string]any // the current clip's augmentation draws
+	data    []byte         // the current clip's pixels
+	shape   []int          // one frame's (H, W, 3) after augmentation
+	img     *image.NRGBA   // reused input to aug
+	samples []formats.Sample
+}
+
+// add takes one frame; f.RGB is ffmpeg's reused buffer.
+func (v *videoSamples) add(f ffmpeg.Frame) error {
+	index := f.Index
+	pos := v.n % v.clip
+	v.n++
+	if pos == 0 {
+		v.s1, v.s2 = v.rng.Uint64(), v.rng.Uint64()
+		v.first, v.params, v.data = index, nil, nil
+	}
+	frame, params := v.augment(f)
+	if pos == 0 {
+		v.params, v.shape = params, frame.Shape
+		if v.clip == 1 {
+			v.data = frame.Data // already a copy: no second one
+		} else {
+			v.data = make([]byte, 0, v.clip*len(frame.Data))
+		}
+	} else if !formats.SameShape(frame, formats.Tensor{DType: formats.Uint8, Shape: v.shape}) {
+		return fmt.Errorf("%s: frame %d is %v after augmentation, frame %d was %v; frames of a clip must keep one size",
+			v.in.Key, index, frame.Shape, v.first, v.shape)
+	}
+	if v.clip > 1 {
+		v.data = append(v.data, frame.Data...)
+	}
+	if pos < v.clip-1 {
+		return nil
+	}
+	shape := v.shape
+	if v.clip > 1 {
+		shape = append([]int{v.clip}, v.shape...)
+	}
+	if v.params == nil {
+		v.params = map[string]any{}
+	}
+	v.params["frame"] = v.first
+	v.samples = append(v.samples, formats.Sample{
+		Key:    v.in.Key + "#f" + strconv.Itoa(v.first),
+		Source: v.in.Source,
+		Label:  v.in.Label,
+		Fields: []formats.Field{{Name: formats.DataField, Tensor: formats.Tensor{DType: formats.Uint8, Shape: shape, Data: v.data}}},
+		Params: v.params,
+	})
+	return nil
+}
+
+// augment returns a copy of one frame, augmented with the clip's seeds,
+// and the draws.
+func (v *videoSamples) augment(f ffmpeg.Frame) (formats.Tensor, map[string]any) {
+	if v.aug == nil {
+		return formats.Tensor{DType: formats.Uint8, Shape: []int{f.Height, f.Width, 3}, Data: append([]byte(nil), f.RGB...)}, nil
+	}
+	if v.img == nil {
+		// Frames of one video share a size, so one image serves them all;
+		// augmenters do not modify their input.
+		v.img = image.NewNRGBA(image.Rect(0, 0, f.Width, f.Height))
+	}
+	pix := v.img.Pix
+	for i, j := 0, 0; j < len(f.RGB); i, j = i+4, j+3 {
+		pix[i], pix[i+1], pix[i+2], pix[i+3] = f.RGB[j], f.RGB[j+1], f.RGB[j+2], 0xff
+	}
+	out, params := v.aug.Apply(v.img, rand.New(rand.NewPCG(v.s1, v.s2)))
+	return RGBTensor(out), params
+}

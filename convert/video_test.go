@@ -1,0 +1,224 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prep-dev/prep/augment"
+	"github.com/prep-dev/prep/formats"
+)
+
+// mediaInput reads testdata/<rel> as the pipeline would: with its local
+// path, or with only its bytes as a remote object has.
+func mediaInput(t *testing.T, rel string, label int64, local bool) *Input {
+	t.Helper()
+	path := filepath.Join("../testdata", rel)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Input{Key: rel, Source: "test://" + rel, Label: label, Data: data}
+	if local {
+		in.Path = path
+	}
+	return in
+}
+
+// ffmpegRun runs the ffmpeg program and returns its stdout.
+func ffmpegRun(t *testing.T, args ...string) []byte {
+	t.Helper()
+	var out, stderr bytes.Buffer
+	cmd := exec.Command("ffmpeg", append([]string{"-nostdin", "-v", "error"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ffmpeg %v: %v: %s", args, err, stderr.String())
+	}
+	return out.Bytes()
+}
+
+// allFrames decodes every frame of testdata/<rel> with the ffmpeg program
+// on its own, as 64×48 RGB.
+func allFrames(t *testing.T, rel string) [][]byte {
+	t.Helper()
+	raw := ffmpegRun(t, "-i", filepath.Join("../testdata", rel), "-f", "rawvideo", "-pix_fmt", "rgb24", "-")
+	const size = 64 * 48 * 3
+	var frames [][]byte
+	for ; len(raw) >= size; raw = raw[size:] {
+		frames = append(frames, raw[:size])
+	}
+	return frames
+}
+
+func TestVideoHandler(t *testing.T) {
+	tests := []struct {
+		file  string
+		opt   VideoOptions
+		first []int // each sample's first frame
+	}{
+		{"video/testsrc.mp4", VideoOptions{Every: 5}, []int{0, 5, 10, 15, 20, 25, 30, 35, 40, 45}},
+		{"video/testsrc.mkv", VideoOptions{Clip: 4}, []int{0, 4, 8, 12, 16, 20, 24}}, // 30 frames: 2 left over
+		{"video/testsrc.avi", VideoOptions{Clip: 3, Every: 2}, []int{0, 6, 12}},      // 10 of 20 kept
+		{"video/testsrc.webm", VideoOptions{MaxFrames: 4}, []int{0, 1, 2, 3}},
+		{"video/testsrc.mp4", VideoOptions{Clip: 2, MaxFrames: 5}, []int{0, 2}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%+v", tt.file, tt.opt), func(t *testing.T) {
+			t.Parallel()
+			in := mediaInput(t, tt.file, 3, true)
+			samples, err := NewVideoHandler(tt.opt, nil).Samples(context.Background(), in, 0, rand.New(rand.NewPCG(1, 2)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames := allFrames(t, tt.file)
+			step, clip := max(tt.opt.Every, 1), max(tt.opt.Clip, 1)
+			var got []int
+			for _, s := range samples {
+				i := s.Params["frame"].(int)
+				got = append(got, i)
+				if s.Key != fmt.Sprintf("%s#f%d", tt.file, i) || s.Label != 3 || s.Source != in.Source {
+					t.Errorf("sample %q, label %d, source %q", s.Key, s.Label, s.Source)
+				}
+				shape := []int{48, 64, 3}
+				if clip > 1 {
+					shape = []int{clip, 48, 64, 3}
+				}
+				d := s.Fields[0]
+				if d.Name != formats.DataField || d.DType != formats.Uint8 || !slices.Equal(d.Shape, shape) {
+					t.Fatalf("%s: field %s %s %v, want data uint8 %v", s.Key, d.Name, d.DType, d.Shape, shape)
+				}
+				var want []byte
+				for k := range clip {
+					want = append(want, frames[i+k*step]...)
+				}
+				if !bytes.Equal(d.Data, want) {
+					t.Errorf("%s: pixels differ from ffmpeg's frames %d.. (every %d)", s.Key, i, step)
+				}
+			}
+			if !slices.Equal(got, tt.first) {
+				t.Errorf("samples start at frames %v, want %v", got, tt.first)
+			}
+		})
+	}
+}
+
+// TestVideoHandlerClipAugment checks that the frames of a clip share one
+// augmentation, drawn as NewVideoHandler documents, and clips differ.
+func TestVideoHandlerClipAugment(t *testing.T) {
+	recipe, err := augment.Parse("crop=40x30:random,hflip=0.5,jitter=0.4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := mediaInput(t, "video/testsrc.mkv", 0, false)
+	h := NewVideoHandler(VideoOptions{Clip: 5}, recipe)
+	samples, err := h.Samples(context.Background(), in, 0, rand.New(rand.NewPCG(7, 8)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 6 {
+		t.Fatalf("%d clips, want 6", len(samples))
+	}
+	frames := allFrames(t, "video/testsrc.mkv")
+	rng := rand.New(rand.NewPCG(7, 8))
+	crops := map[string]bool{}
+	for c, s := range samples {
+		s1, s2 := rng.Uint64(), rng.Uint64()
+		var want []byte
+		for k := range 5 {
+			img := image.NewNRGBA(image.Rect(0, 0, 64, 48))
+			for i, j := 0, 0; j < len(frames[c*5+k]); i, j = i+4, j+3 {
+				copy(img.Pix[i:i+3], frames[c*5+k][j:j+3])
+				img.Pix[i+3] = 255
+			}
+			out, params := recipe.Apply(img, rand.New(rand.NewPCG(s1, s2)))
+			if k == 0 {
+				params["frame"] = c * 5
+				if fmt.Sprint(params) != fmt.Sprint(s.Params) {
+					t.Errorf("%s: params %v, want %v", s.Key, s.Params, params)
+				}
+				crops[fmt.Sprint(params["crop"])] = true
+			}
+			want = append(want, RGBTensor(out).Data...)
+		}
+		if !slices.Equal(s.Fields[0].Shape, []int{5, 30, 40, 3}) || !bytes.Equal(s.Fields[0].Data, want) {
+			t.Errorf("%s: shape %v; pixels differ from the recipe applied with the clip's seeds", s.Key, s.Fields[0].Shape)
+		}
+	}
+	if len(crops) < 3 {
+		t.Errorf("6 clips drew only %d distinct crops", len(crops))
+	}
+	again, err := h.Samples(context.Background(), in, 0, rand.New(rand.NewPCG(7, 8)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range samples {
+		if !bytes.Equal(samples[i].Fields[0].Data, again[i].Fields[0].Data) {
+			t.Errorf("%s differs between two runs with the same seed", samples[i].Key)
+		}
+	}
+}
+
+// TestVideoHandlerRemote decodes an input that has only bytes, through a
+// temporary file that must be gone afterwards.
+func TestVideoHandlerRemote(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	h := NewVideoHandler(VideoOptions{Every: 10}, nil)
+	var runs [2][]formats.Sample
+	for i, local := range []bool{true, false} {
+		s, err := h.Samples(context.Background(), mediaInput(t, "video/testsrc.webm", 1, local), 0, rand.New(rand.NewPCG(1, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[i] = s
+	}
+	if len(runs[1]) != 4 || len(runs[0]) != len(runs[1]) {
+		t.Fatalf("%d samples from a path, %d from bytes; want 4", len(runs[0]), len(runs[1]))
+	}
+	for i := range runs[0] {
+		if runs[0][i].Key != runs[1][i].Key || !bytes.Equal(runs[0][i].Fields[0].Data, runs[1][i].Fields[0].Data) {
+			t.Errorf("sample %d differs between path and bytes input", i)
+		}
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+func TestVideoHandlerErrors(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, local := range []bool{true, false} {
+		in := mediaInput(t, "video/corrupt.mp4", 0, local)
+		_, err := NewVideoHandler(VideoOptions{}, nil).Samples(ctx, in, 0, rng)
+		want := "ffmpeg video/corrupt.mp4: [mov,mp4,m4a,3gp,3g2,mj2] moov atom not found; Invalid data found when processing input"
+		if err == nil || err.Error() != want || IsFatal(err) {
+			t.Errorf("local %v: error %v (fatal %v), want %q, not fatal", local, err, IsFatal(err), want)
+		}
+	}
+	in := mediaInput(t, "video/testsrc.mp4", 0, true)
+	if _, err := NewVideoHandler(VideoOptions{Clip: 60}, nil).Samples(ctx, in, 0, rng); err == nil || !strings.Contains(err.Error(), "50 frames decoded, fewer than one clip of 60") {
+		t.Errorf("clip longer than the video: %v", err)
+	}
+	if _, err := NewVideoHandler(VideoOptions{Every: -2}, nil).Samples(ctx, in, 0, rng); !IsFatal(err) {
+		t.Errorf("negative Every: %v, want a fatal error", err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	_, err := NewVideoHandler(VideoOptions{}, nil).Samples(ctx, in, 0, rng)
+	if !IsFatal(err) || !strings.Contains(err.Error(), `install it with "apt-get install ffmpeg"`) {
+		t.Errorf("without ffmpeg: %v (fatal %v), want a fatal error saying how to install it", err, IsFatal(err))
+	}
+	_, err = NewAudioHandler(AudioOptions{}, nil).Samples(ctx, mediaInput(t, "audio/sine.wav", 0, true), 0, rng)
+	if !IsFatal(err) || errors.Unwrap(err) == nil && !strings.Contains(err.Error(), "ffmpeg not found") {
+		t.Errorf("audio without ffmpeg: %v, want a fatal error", err)
+	}
+}
