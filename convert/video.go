@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"image"
@@ -88,10 +89,13 @@ func (v *videoSamples) add(f ffmpeg.Frame) error {
 	frame, params := v.augment(f)
 	if pos == 0 {
 		v.params, v.shape = params, frame.Shape
-		if v.clip == 1 {
-			v.data = frame.Data // already a copy: no second one
-		} else {
+		switch {
+		case v.clip > 1:
 			v.data = make([]byte, 0, v.clip*len(frame.Data))
+		case v.aug == nil:
+			v.data = bytes.Clone(frame.Data)
+		default:
+			v.data = frame.Data // RGBTensor's copy
 		}
 	} else if !formats.SameShape(frame, formats.Tensor{DType: formats.Uint8, Shape: v.shape}) {
 		return fmt.Errorf("%s: frame %d is %v after augmentation, frame %d was %v; frames of a clip must keep one size",
@@ -121,11 +125,11 @@ func (v *videoSamples) add(f ffmpeg.Frame) error {
 	return nil
 }
 
-// augment returns a copy of one frame, augmented with the clip's seeds,
-// and the draws.
+// augment returns one frame augmented with the clip's seeds, and the
+// draws. Without an augmenter the frame's Data is f.RGB itself.
 func (v *videoSamples) augment(f ffmpeg.Frame) (formats.Tensor, map[string]any) {
 	if v.aug == nil {
-		return formats.Tensor{DType: formats.Uint8, Shape: []int{f.Height, f.Width, 3}, Data: append([]byte(nil), f.RGB...)}, nil
+		return formats.Tensor{DType: formats.Uint8, Shape: []int{f.Height, f.Width, 3}, Data: f.RGB}, nil
 	}
 	if v.img == nil {
 		// Frames of one video share a size, so one image serves them all;
