@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// hostDevice implements Device in ordinary memory, so every pipeline that
+// hostDevice implements Device in anonymous memory mappings, so every pipeline that
 // feeds a GPU can run, and be tested, on a machine without one.
 type hostDevice struct {
 	mu     sync.Mutex
@@ -26,19 +26,23 @@ func (*hostDevice) AllocHost(n int) ([]byte, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("allocate %d bytes of host memory", n)
 	}
-	b := make([]byte, n)
-	touch(b)
+	b, err := mapMem(n)
+	if err != nil {
+		return nil, fmt.Errorf("allocate %d bytes of host memory: %w", n, err)
+	}
 	return b, nil
 }
 
-func (*hostDevice) FreeHost([]byte) error { return nil }
+func (*hostDevice) FreeHost(b []byte) error { return unmapMem(b) }
 
 func (d *hostDevice) Alloc(n int) (DevicePtr, error) {
 	if n <= 0 {
 		return 0, fmt.Errorf("allocate %d bytes of device memory", n)
 	}
-	b := make([]byte, n)
-	touch(b)
+	b, err := mapMem(n)
+	if err != nil {
+		return 0, fmt.Errorf("allocate %d bytes of device memory: %w", n, err)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p := d.next
@@ -50,11 +54,12 @@ func (d *hostDevice) Alloc(n int) (DevicePtr, error) {
 func (d *hostDevice) Free(p DevicePtr) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.allocs[p]; !ok {
+	b, ok := d.allocs[p]
+	if !ok {
 		return fmt.Errorf("free %#x: not allocated", p)
 	}
 	delete(d.allocs, p)
-	return nil
+	return unmapMem(b)
 }
 
 func (d *hostDevice) mem(p DevicePtr, n int) ([]byte, error) {
@@ -91,7 +96,19 @@ func (d *hostDevice) CopyDtoH(dst []byte, src DevicePtr) error {
 }
 
 func (*hostDevice) Sync(Stream) error { return nil }
-func (*hostDevice) Close() error      { return nil }
+
+// Close frees the device memory still allocated.
+func (d *hostDevice) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for p, b := range d.allocs {
+		delete(d.allocs, p)
+		if err := unmapMem(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // touch writes one byte per page so that the page faults happen now, not
 // inside a timed copy (fresh pages cost more than the copy on these VMs).
