@@ -45,6 +45,9 @@ func NewVideoHandler(opt VideoOptions, aug ImageAugmenter) Handler {
 				opt.FPS, opt.Every, opt.Clip, opt.MaxFrames))
 		}
 		v := videoSamples{in: in, aug: aug, rng: rng, clip: max(opt.Clip, 1)}
+		if a, ok := aug.(interface{ HasImageOps() bool }); ok && !a.HasImageOps() {
+			v.aug = nil // an audio-only recipe: spare every frame the RGBA round trip
+		}
 		fo := ffmpeg.FrameOptions{FPS: opt.FPS, Every: opt.Every, MaxFrames: opt.MaxFrames}
 		err := withLocalFile(in, func(path string) error {
 			_, _, err := ffmpeg.Frames(ctx, path, fo, v.add)

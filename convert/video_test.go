@@ -156,6 +156,18 @@ func TestVideoHandlerClipAugment(t *testing.T) {
 	if len(crops) < 3 {
 		t.Errorf("6 clips drew only %d distinct crops", len(crops))
 	}
+	// A recipe without image ops leaves the frames as ffmpeg decodes them.
+	audioOnly, err := augment.Parse("gain=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := NewVideoHandler(VideoOptions{Clip: 5}, audioOnly).Samples(context.Background(), in, 0, rand.New(rand.NewPCG(7, 8)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(plain[1].Fields[0].Data, bytes.Join(frames[5:10], nil)) {
+		t.Error("an audio-only recipe changed the frames")
+	}
 	again, err := h.Samples(context.Background(), in, 0, rand.New(rand.NewPCG(7, 8)))
 	if err != nil {
 		t.Fatal(err)
