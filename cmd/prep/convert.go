@@ -54,6 +54,8 @@ type convertFlags struct {
 	maxPixels     int64
 	decoder       string
 	splitAxis     int
+	video         convert.VideoOptions
+	audio         convert.AudioOptions
 }
 
 func newConvertCmd() *cobra.Command {
@@ -99,8 +101,38 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.BoolVar(&f.jsonOut, "json", false, "print the summary as JSON on stdout")
 	fl.Int64Var(&f.maxPixels, "max-pixels", 100_000_000, "refuse images whose header declares more pixels")
 	fl.StringVar(&f.decoder, "decoder", "auto", "JPEG decoder: auto, turbo (libjpeg-turbo, DCT scaling) or go (image/jpeg)")
+	fl.Float64Var(&f.video.FPS, "fps", 0, "video: resample to this frame rate first (0 keeps every decoded frame)")
+	fl.IntVar(&f.video.Every, "every", 1, "video: keep every Nth frame")
+	fl.IntVar(&f.video.Clip, "clip", 1, "video: T consecutive frames form one (T,H,W,3) sample; 1 makes every frame a sample")
+	fl.IntVar(&f.video.MaxFrames, "max-frames", 0, "video: keep at most this many frames per video (0: all)")
+	fl.IntVar(&f.audio.Rate, "rate", 16000, "audio: sample rate in Hz")
+	fl.IntVar(&f.audio.Channels, "channels", 1, "audio: channels (ffmpeg mixes down or up)")
+	fl.Float64Var(&f.audio.Duration, "duration", 0, "audio: trim or pad every file to this many seconds (0 keeps each whole)")
+	fl.StringVar(&f.audio.SampleFormat, "sample-format", "s16", "audio: s16 (16-bit PCM) or f32 (IEEE float)")
 	fl.IntVar(&f.splitAxis, "split-axis", -1, ".npy/.npz: -1 makes each file one sample, 0 makes each row along axis 0 a sample")
 	return cmd
+}
+
+func checkMediaFlags(f *convertFlags) error {
+	switch {
+	case f.video.FPS < 0:
+		return usagef("--fps %g: must be positive (or 0 to keep every frame)", f.video.FPS)
+	case f.video.Every < 1:
+		return usagef("--every %d: must be at least 1", f.video.Every)
+	case f.video.Clip < 1:
+		return usagef("--clip %d: must be at least 1", f.video.Clip)
+	case f.video.MaxFrames < 0:
+		return usagef("--max-frames %d: must be 0 (all) or more", f.video.MaxFrames)
+	case f.audio.Rate < 1 || f.audio.Rate > 768000:
+		return usagef("--rate %d: want a sample rate in Hz, e.g. 16000", f.audio.Rate)
+	case f.audio.Channels < 1 || f.audio.Channels > 32:
+		return usagef("--channels %d: want 1..32", f.audio.Channels)
+	case f.audio.Duration < 0:
+		return usagef("--duration %g: must be 0 (whole files) or positive", f.audio.Duration)
+	case f.audio.SampleFormat != "s16" && f.audio.SampleFormat != "f32":
+		return usagef("--sample-format %q: want s16 or f32", f.audio.SampleFormat)
+	}
+	return nil
 }
 
 // taskFromEnv fills --task-index/--task-count from the batch engines'
@@ -210,13 +242,22 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 	if f.splitAxis != -1 && f.splitAxis != 0 {
 		return usagef("--split-axis %d: want -1 (a file is a sample) or 0 (rows are samples)", f.splitAxis)
 	}
+	if err := checkMediaFlags(f); err != nil {
+		return err
+	}
 	npyHandler := convert.NewNPYHandler(convert.NPYOptions{SplitAxis: f.splitAxis})
+	videoHandler := convert.NewVideoHandler(f.video, recipe)
+	audioHandler := convert.NewAudioHandler(f.audio, recipe)
 	handler := func(key string) convert.Handler {
 		switch {
 		case hasExt(key, imageExts):
 			return imageHandler
 		case hasExt(key, npyExts):
 			return npyHandler
+		case hasExt(key, videoExts):
+			return videoHandler
+		case hasExt(key, audioExts):
+			return audioHandler
 		}
 		return nil
 	}
@@ -237,6 +278,14 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 		"max_pixels": strconv.FormatInt(f.maxPixels, 10),
 		"decoder":    f.decoder,
 		"split_axis": strconv.Itoa(f.splitAxis),
+		"fps":        strconv.FormatFloat(f.video.FPS, 'g', -1, 64),
+		"every":      strconv.Itoa(f.video.Every),
+		"clip":       strconv.Itoa(f.video.Clip),
+		"max_frames": strconv.Itoa(f.video.MaxFrames),
+		"rate":       strconv.Itoa(f.audio.Rate),
+		"channels":   strconv.Itoa(f.audio.Channels),
+		"duration":   strconv.FormatFloat(f.audio.Duration, 'g', -1, 64),
+		"sample_fmt": f.audio.SampleFormat,
 	}
 	progress, done := newProgress(cmd.ErrOrStderr())
 	defer done()
