@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -329,7 +330,7 @@ func (r *reader) prep(ctx context.Context, i int, s *Shard, out *ShardRead) erro
 // dataset is chunked or compressed and has no single offset.
 func (r *reader) hdf5(ctx context.Context, i int, f *file, s *Shard, out *ShardRead) (int64, error) {
 	ds := slices.Clone(s.Datasets)
-	slices.SortFunc(ds, func(a, b formats.DatasetInfo) int { return int(a.Offset - b.Offset) })
+	slices.SortFunc(ds, func(a, b formats.DatasetInfo) int { return cmp.Compare(a.Offset, b.Offset) })
 	var total int64
 	for _, d := range ds {
 		if r.opt.Via == ViaHDF5 || d.Offset < 0 {
