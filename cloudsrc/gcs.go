@@ -1,0 +1,461 @@
+package cloudsrc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
+)
+
+// clients holds one storage client per emulator address ("" for Google
+// Cloud itself): a client is safe for concurrent use and finding
+// credentials is slow, so every source and sink shares it.
+var clients struct {
+	sync.Mutex
+	m map[string]*storage.Client
+}
+
+// client returns the shared client. It uses Application Default
+// Credentials, or no credentials when STORAGE_EMULATOR_HOST points the
+// library at an emulator (the library reads that variable itself).
+func client() (*storage.Client, error) {
+	host := os.Getenv("STORAGE_EMULATOR_HOST")
+	clients.Lock()
+	defer clients.Unlock()
+	if c := clients.m[host]; c != nil {
+		return c, nil
+	}
+	// JSON reads return JSON errors, like every other call, so 403 and 404
+	// read the same everywhere. Background: the client outlives any one call.
+	c, err := storage.NewClient(context.Background(), storage.WithJSONReads())
+	if err != nil {
+		return nil, credentialsErr(err)
+	}
+	if clients.m == nil {
+		clients.m = map[string]*storage.Client{}
+	}
+	clients.m[host] = c
+	return c, nil
+}
+
+// splitGS splits gs://bucket/name into its bucket and object name.
+func splitGS(uri string) (bucket, name string, err error) {
+	rest, ok := strings.CutPrefix(uri, "gs://")
+	if !ok {
+		return "", "", fmt.Errorf("%s is not a gs:// address", uri)
+	}
+	bucket, name, _ = strings.Cut(rest, "/")
+	if bucket == "" {
+		return "", "", fmt.Errorf("%s names no bucket: want gs://BUCKET/PREFIX", uri)
+	}
+	return bucket, name, nil
+}
+
+// GCS is a Source over the objects of one bucket under a prefix,
+// optionally filtered by a pattern.
+type GCS struct {
+	o       *Opener
+	bucket  *storage.BucketHandle
+	name    string // bucket name
+	prefix  string // "" or ending in "/"; keys are relative to it
+	pattern string // path.Match pattern on keys; "" keeps all
+}
+
+// gcs returns a source over bucket b with keys relative to prefix.
+func (o *Opener) gcs(_ context.Context, b, prefix string) (*GCS, error) {
+	c, err := client()
+	if err != nil {
+		return nil, err
+	}
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	bh := c.Bucket(b).Retryer(
+		storage.WithPolicy(storage.RetryAlways),
+		storage.WithBackoff(o.backoff()),
+		storage.WithMaxAttempts(o.attempts()),
+	)
+	return &GCS{o: o, bucket: bh, name: b, prefix: prefix}, nil
+}
+
+func (o *Opener) openGCSSource(ctx context.Context, uri string) (*GCS, error) {
+	b, name, err := splitGS(uri)
+	if err != nil {
+		return nil, err
+	}
+	dir, pattern := splitPattern(strings.TrimSuffix(name, "/"))
+	if pattern != "" {
+		if _, err := path.Match(pattern, ""); err != nil {
+			return nil, fmt.Errorf("%s: bad pattern: %w", uri, err)
+		}
+	}
+	g, err := o.gcs(ctx, b, dir)
+	if err != nil {
+		return nil, err
+	}
+	g.pattern = pattern
+	return g, nil
+}
+
+// URI returns gs://bucket/prefix/key.
+func (g *GCS) URI(key string) string { return "gs://" + g.name + "/" + g.prefix + key }
+
+// LocalPath is "": objects have no local file.
+func (g *GCS) LocalPath(string) string { return "" }
+
+// List lists the objects under the prefix that match the pattern, sorted
+// by key. Hidden names (an element starting with '.') and folder
+// placeholders are left out, as Dir leaves them out.
+func (g *GCS) List(ctx context.Context) ([]Object, error) {
+	listPrefix := g.prefix
+	if g.pattern != "" {
+		// The literal head of the pattern narrows the listing.
+		first, _, _ := strings.Cut(g.pattern, "/")
+		if i := strings.IndexAny(first, `*?[\`); i >= 0 {
+			first = first[:i]
+		}
+		listPrefix += first
+	}
+	var objs []Object
+	err := g.list(ctx, listPrefix, "", func(a *storage.ObjectAttrs) {
+		key := strings.TrimPrefix(a.Name, g.prefix)
+		if key == "" || strings.HasSuffix(key, "/") || hidden(key) {
+			return
+		}
+		if g.pattern != "" {
+			if ok, _ := path.Match(g.pattern, key); !ok {
+				return
+			}
+		}
+		objs = append(objs, Object{Key: key, Size: a.Size})
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
+	return objs, nil
+}
+
+// list calls fn for each object (and, with a delimiter, each folder as a
+// Prefix-only ObjectAttrs) named with prefix. A page request that stalls
+// is retried from the last name seen, so a long listing never restarts.
+func (g *GCS) list(ctx context.Context, prefix, delim string, fn func(*storage.ObjectAttrs)) error {
+	uri := "gs://" + g.name + "/" + prefix
+	q := &storage.Query{Prefix: prefix, Delimiter: delim}
+	if err := q.SetAttrSelection([]string{"Name", "Size"}); err != nil {
+		return err
+	}
+	bo := g.o.backoff()
+	for tries := 1; ; tries++ {
+		dog := newWatchdog(ctx, g.o.timeout())
+		it := g.bucket.Objects(dog.ctx, q)
+		var err error
+		for {
+			dog.arm()
+			var a *storage.ObjectAttrs
+			a, err = it.Next()
+			stalled := dog.disarm()
+			if err == iterator.Done {
+				dog.stop()
+				return nil
+			}
+			if err != nil {
+				if stalled {
+					err = errStalled
+				}
+				break
+			}
+			tries = 1
+			fn(a)
+			if a.Name != "" {
+				q.StartOffset = a.Name + "\x00"
+			} else {
+				q.StartOffset = a.Prefix + "\x00"
+			}
+		}
+		dog.stop()
+		if err := retryWait(ctx, err, tries, g.o.attempts(), &bo); err != nil {
+			return gcsErr(uri, g.name, false, err)
+		}
+	}
+}
+
+func hidden(key string) bool {
+	for _, e := range strings.Split(key, "/") {
+		if strings.HasPrefix(e, ".") {
+			return true
+		}
+	}
+	return false
+}
+
+// Open opens the object behind key. The first request is made here, so a
+// missing object or a refused permission shows up at once; reads that
+// stall or fail later resume at the offset reached, on the same object
+// generation.
+func (g *GCS) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	return g.openObject(ctx, g.prefix+key)
+}
+
+func (g *GCS) openObject(ctx context.Context, name string) (*objectReader, error) {
+	r := &objectReader{ctx: ctx, g: g, obj: g.bucket.Object(name), name: name, bo: g.o.backoff()}
+	if err := r.reopen(); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			// A missing bucket answers 404 to object reads too: tell
+			// the two apart, on this error path only.
+			if _, berr := g.bucket.Attrs(ctx); errors.Is(berr, storage.ErrBucketNotExist) {
+				return nil, gcsErr(r.uri(), g.name, false, berr)
+			}
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+// objectReader reads one object, reopening it at the offset reached when a
+// read fails with a retryable error or makes no progress for the
+// Opener's Timeout.
+type objectReader struct {
+	ctx   context.Context
+	g     *GCS
+	obj   *storage.ObjectHandle
+	name  string
+	bo    gax.Backoff
+	rr    *storage.Reader
+	dog   *watchdog
+	off   int64
+	size  int64
+	gen   int64
+	tries int // failed attempts since the last progress
+}
+
+func (r *objectReader) uri() string { return "gs://" + r.g.name + "/" + r.name }
+
+// reopen starts a read at r.off, trying again while errors are retryable.
+func (r *objectReader) reopen() error {
+	obj := r.obj
+	if r.gen != 0 {
+		obj = obj.Generation(r.gen)
+	}
+	for {
+		r.tries++
+		dog := newWatchdog(r.ctx, r.g.o.timeout())
+		dog.arm()
+		rr, err := obj.NewRangeReader(dog.ctx, r.off, -1)
+		stalled := dog.disarm()
+		if err == nil {
+			r.rr, r.dog = rr, dog
+			if r.gen == 0 {
+				r.gen, r.size = rr.Attrs.Generation, rr.Attrs.Size
+			}
+			return nil
+		}
+		dog.stop()
+		if stalled {
+			err = errStalled
+		}
+		if err := retryWait(r.ctx, err, r.tries, r.g.o.attempts(), &r.bo); err != nil {
+			return gcsErr(r.uri(), r.g.name, false, err)
+		}
+	}
+}
+
+func (r *objectReader) Read(p []byte) (int, error) {
+	for {
+		if r.rr == nil {
+			if err := r.reopen(); err != nil {
+				return 0, err
+			}
+		}
+		r.dog.arm()
+		n, err := r.rr.Read(p)
+		stalled := r.dog.disarm()
+		r.off += int64(n)
+		if n > 0 {
+			r.tries = 0
+		}
+		if err == nil || err == io.EOF {
+			return n, err
+		}
+		r.drop()
+		if stalled {
+			err = errStalled
+		}
+		if n > 0 && (stalled || storage.ShouldRetry(err)) {
+			return n, nil // the next Read reopens
+		}
+		if err := retryWait(r.ctx, err, r.tries+1, r.g.o.attempts(), &r.bo); err != nil {
+			return n, gcsErr(r.uri(), r.g.name, false, err)
+		}
+	}
+}
+
+func (r *objectReader) drop() {
+	if r.rr != nil {
+		r.rr.Close()
+		r.dog.stop()
+		r.rr, r.dog = nil, nil
+	}
+}
+
+// Stat reports the object's size, as *os.File does, so readers can size
+// their buffer once.
+func (r *objectReader) Stat() (fs.FileInfo, error) { return objectInfo{r}, nil }
+
+func (r *objectReader) Close() error {
+	r.drop()
+	return nil
+}
+
+type objectInfo struct{ r *objectReader }
+
+func (i objectInfo) Name() string       { return path.Base(i.r.name) }
+func (i objectInfo) Size() int64        { return i.r.size }
+func (i objectInfo) Mode() fs.FileMode  { return 0o444 }
+func (i objectInfo) ModTime() time.Time { return time.Time{} }
+func (i objectInfo) IsDir() bool        { return false }
+func (i objectInfo) Sys() any           { return nil }
+
+// errStalled marks a request abandoned by its watchdog.
+var errStalled = errors.New("no progress within the timeout")
+
+// retryWait returns nil after a backoff pause when err is worth another
+// attempt, and err (naming the attempts) otherwise.
+func retryWait(ctx context.Context, err error, tries, attempts int, bo *gax.Backoff) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if !errors.Is(err, errStalled) && !storage.ShouldRetry(err) {
+		return err
+	}
+	if tries >= attempts {
+		return fmt.Errorf("gave up after %d attempts: %w", tries, err)
+	}
+	t := time.NewTimer(bo.Pause())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// watchdog cancels its context when a request it guards runs longer than
+// d without returning: arm before the call, disarm after.
+type watchdog struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	d      time.Duration
+	t      *time.Timer
+}
+
+func newWatchdog(parent context.Context, d time.Duration) *watchdog {
+	ctx, cancel := context.WithCancelCause(parent)
+	w := &watchdog{ctx: ctx, cancel: cancel, d: d}
+	w.t = time.AfterFunc(time.Hour, func() { cancel(errStalled) })
+	w.t.Stop()
+	return w
+}
+
+func (w *watchdog) arm() { w.t.Reset(w.d) }
+
+// disarm stops the timer and reports whether it fired.
+func (w *watchdog) disarm() bool {
+	w.t.Stop()
+	return errors.Is(context.Cause(w.ctx), errStalled)
+}
+
+func (w *watchdog) stop() {
+	w.t.Stop()
+	w.cancel(nil)
+}
+
+// Error is a storage failure in one line: the address, what went wrong and
+// the fix. Err is the library's error; a missing object or bucket also
+// matches fs.ErrNotExist.
+type Error struct {
+	URI  string
+	Code int // HTTP status, 0 if none
+	Msg  string
+	Err  error
+}
+
+func (e *Error) Error() string { return e.URI + ": " + e.Msg }
+
+func (e *Error) Unwrap() []error {
+	if e.Code == http.StatusNotFound {
+		return []error{e.Err, fs.ErrNotExist}
+	}
+	return []error{e.Err}
+}
+
+const loginHint = `run "gcloud auth application-default login", or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file`
+
+// gcsErr turns a library error into an Error that names the fix. write
+// selects the role to ask for on 403.
+func gcsErr(uri, bucket string, write bool, err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	if errors.Is(err, storage.ErrBucketNotExist) {
+		return &Error{URI: uri, Code: 404, Err: err,
+			Msg: fmt.Sprintf("bucket %q does not exist (check the name in gs://%s/...)", bucket, bucket)}
+	}
+	if errors.Is(err, storage.ErrObjectNotExist) {
+		return &Error{URI: uri, Code: 404, Err: err, Msg: "object does not exist"}
+	}
+	if c := credentialsErr(err); c != err {
+		return &Error{URI: uri, Err: err, Msg: c.Error()}
+	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		switch ge.Code {
+		case http.StatusUnauthorized:
+			return &Error{URI: uri, Code: ge.Code, Err: err, Msg: "not authenticated (401): " + loginHint}
+		case http.StatusForbidden:
+			role := "roles/storage.objectViewer"
+			if write {
+				role = "roles/storage.objectAdmin"
+			}
+			return &Error{URI: uri, Code: ge.Code, Err: err, Msg: fmt.Sprintf(
+				"permission denied (403): grant the service account %s on bucket %s, or %s", role, bucket, loginHint)}
+		case http.StatusNotFound:
+			// Listing and uploading answer 404 only for a missing bucket.
+			return &Error{URI: uri, Code: ge.Code, Err: err,
+				Msg: fmt.Sprintf("bucket %q does not exist (check the name in gs://%s/...)", bucket, bucket)}
+		}
+		return &Error{URI: uri, Code: ge.Code, Err: err, Msg: fmt.Sprintf("%d %s", ge.Code, firstLine(ge.Message))}
+	}
+	return &Error{URI: uri, Err: err, Msg: firstLine(err.Error())}
+}
+
+// credentialsErr rewrites the library's "no credentials" error as the fix.
+func credentialsErr(err error) error {
+	if strings.Contains(err.Error(), "could not find default credentials") {
+		return fmt.Errorf("no Google Cloud credentials found: %s: %w", loginHint, err)
+	}
+	return err
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}

@@ -1,0 +1,270 @@
+package cloudsrc
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/storage"
+)
+
+// GCSSink stages files in a local folder and uploads each one to
+// gs://bucket/prefix when it is published. Uploads run in the background,
+// a few at a time, each checked end to end with CRC32C; the local copy is
+// removed once its upload is confirmed.
+type GCSSink struct {
+	g   *GCS
+	ctx context.Context // uploads run under the context OpenSink was given
+	dir string
+	sem chan struct{}
+	wg  sync.WaitGroup
+
+	mu   sync.Mutex
+	err  error                    // the first upload error
+	last map[string]chan struct{} // per name: closed when its latest upload ends
+	seq  int
+}
+
+func (o *Opener) openGCSSink(ctx context.Context, uri string) (*GCSSink, error) {
+	b, prefix, err := splitGS(strings.TrimSuffix(uri, "/"))
+	if err != nil {
+		return nil, err
+	}
+	if hasMeta(prefix) {
+		return nil, fmt.Errorf("destination %s: a destination cannot be a pattern", uri)
+	}
+	g, err := o.gcs(ctx, b, prefix)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.staging(), 0o755); err != nil {
+		return nil, fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
+	}
+	dir, err := os.MkdirTemp(o.staging(), "prep-staging-")
+	if err != nil {
+		return nil, fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
+	}
+	return &GCSSink{
+		g:    g,
+		ctx:  ctx,
+		dir:  dir,
+		sem:  make(chan struct{}, o.uploads()),
+		last: map[string]chan struct{}{},
+	}, nil
+}
+
+// Dir is the local staging folder.
+func (s *GCSSink) Dir() string { return s.dir }
+
+// URI is gs://bucket/prefix.
+func (s *GCSSink) URI() string {
+	return "gs://" + s.g.name + "/" + strings.TrimSuffix(s.g.prefix, "/")
+}
+
+func (s *GCSSink) objectURI(name string) string { return "gs://" + s.g.name + "/" + s.g.prefix + name }
+
+// Publish starts uploading Dir()/name and returns; it blocks only while
+// the maximum number of uploads is running. The file is moved aside first,
+// so the caller may write name again at once; uploads of the same name
+// finish in the order they were published.
+func (s *GCSSink) Publish(ctx context.Context, name string) error {
+	if err := s.firstErr(); err != nil {
+		return err
+	}
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	s.seq++
+	staged := filepath.Join(s.dir, fmt.Sprintf(".upload-%d-%s", s.seq, filepath.Base(name)))
+	if err := os.Rename(filepath.Join(s.dir, name), staged); err != nil {
+		s.mu.Unlock()
+		<-s.sem
+		return fmt.Errorf("publish %s: %w", s.objectURI(name), err)
+	}
+	prev, done := s.last[name], make(chan struct{})
+	s.last[name] = done
+	s.mu.Unlock()
+
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-s.sem }()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		err := s.upload(staged, name)
+		if err == nil {
+			err = os.Remove(staged)
+		}
+		if err != nil {
+			s.mu.Lock()
+			if s.err == nil {
+				s.err = err
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+func (s *GCSSink) firstErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Wait blocks until every upload published so far has ended and returns
+// the first upload error.
+func (s *GCSSink) Wait() error {
+	s.wg.Wait()
+	return s.firstErr()
+}
+
+// Close waits for the uploads and removes the staging folder.
+func (s *GCSSink) Close() error {
+	err := s.Wait()
+	if rerr := os.RemoveAll(s.dir); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// upload copies the local file to the object name, trying again from the
+// start when an attempt fails with a retryable error or stalls.
+func (s *GCSSink) upload(local, name string) error {
+	uri := s.objectURI(name)
+	crc, size, err := fileCRC32C(local)
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", uri, err)
+	}
+	bo := s.g.o.backoff()
+	for tries := 1; ; tries++ {
+		err := s.uploadOnce(local, name, crc, size)
+		if err == nil {
+			return nil
+		}
+		if err := retryWait(s.ctx, err, tries, s.g.o.attempts(), &bo); err != nil {
+			return gcsErr(uri, s.g.name, true, err)
+		}
+	}
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func fileCRC32C(name string) (uint32, int64, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	h := crc32.New(castagnoli)
+	n, err := io.Copy(h, f)
+	return h.Sum32(), n, err
+}
+
+// uploadOnce makes one upload attempt. The server checks the CRC32C sent
+// with the object and refuses a mismatch; the stored object's CRC32C is
+// compared again after Close.
+func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64) error {
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	timeout := s.g.o.timeout()
+	dog := newWatchdog(s.ctx, timeout)
+	defer dog.stop()
+	w := s.g.bucket.Object(s.g.prefix + name).NewWriter(dog.ctx)
+	w.CRC32C, w.SendCRC32C = crc, true
+	w.ContentType = "application/octet-stream"
+	if path.Ext(name) == ".json" {
+		w.ContentType = "application/json"
+	}
+	// One request for a small file; 16 MiB resumable chunks for a shard,
+	// each retried by the library when it stalls or fails.
+	const chunk = 16 << 20
+	w.ChunkSize = chunk
+	if size < chunk {
+		w.ChunkSize = int(size) + 1
+	}
+	w.ChunkTransferTimeout = timeout
+	w.ChunkRetryDeadline = max(32*time.Second, 2*timeout)
+
+	buf := make([]byte, 1<<20)
+	for {
+		n, rerr := f.Read(buf)
+		if n > 0 {
+			// A Write blocks while a full chunk is being sent.
+			dog.arm()
+			_, werr := w.Write(buf[:n])
+			if dog.disarm() {
+				werr = errStalled
+			}
+			if werr != nil {
+				w.Close()
+				return werr
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			w.Close()
+			return fmt.Errorf("read %s: %w", local, rerr)
+		}
+	}
+	dog.arm()
+	err = w.Close()
+	if dog.disarm() {
+		return errStalled
+	}
+	if err != nil {
+		return err
+	}
+	if got := w.Attrs().CRC32C; got != crc {
+		return fmt.Errorf("stored CRC32C %08x, sent %08x", got, crc)
+	}
+	return nil
+}
+
+// ReadFile reads name at the destination; a missing file matches
+// fs.ErrNotExist.
+func (s *GCSSink) ReadFile(ctx context.Context, name string) ([]byte, error) {
+	r, err := s.g.openObject(ctx, s.g.prefix+name)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// List names the files directly under the destination prefix, sorted.
+func (s *GCSSink) List(ctx context.Context) ([]string, error) {
+	var names []string
+	err := s.g.list(ctx, s.g.prefix, "/", func(a *storage.ObjectAttrs) {
+		if n := strings.TrimPrefix(a.Name, s.g.prefix); a.Name != "" && n != "" {
+			names = append(names, n)
+		}
+	})
+	sort.Strings(names)
+	return names, err
+}
+
+// Remove deletes name at the destination; a missing file matches
+// fs.ErrNotExist.
+func (s *GCSSink) Remove(ctx context.Context, name string) error {
+	err := s.g.bucket.Object(s.g.prefix + name).Delete(ctx)
+	return gcsErr(s.objectURI(name), s.g.name, true, err)
+}

@@ -1,0 +1,208 @@
+// Package gcstest runs a Google Cloud Storage emulator (fake-gcs-server)
+// on loopback for tests and benchmarks, optionally behind a proxy that
+// injects faults: 503/429 answers, stalls and added latency. The real
+// storage client talks to it through STORAGE_EMULATOR_HOST.
+package gcstest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+)
+
+// Object is one object to seed the server with.
+type Object struct {
+	Bucket, Name string
+	Data         []byte
+}
+
+// Server is a fake GCS server on loopback.
+type Server struct {
+	*fakestorage.Server
+	// URL is the address clients use: the server's, or the proxy's once
+	// Use has put one in front.
+	URL string
+}
+
+// NewServer starts a server holding objects (their buckets are created)
+// and points STORAGE_EMULATOR_HOST at it for the rest of the test. It is
+// stopped when the test ends.
+func NewServer(tb testing.TB, objects ...Object) *Server {
+	tb.Helper()
+	init := make([]fakestorage.Object, len(objects))
+	for i, o := range objects {
+		init[i] = fakestorage.Object{
+			ObjectAttrs: fakestorage.ObjectAttrs{BucketName: o.Bucket, Name: o.Name},
+			Content:     o.Data,
+		}
+	}
+	fs, err := fakestorage.NewServerWithOptions(fakestorage.Options{
+		Scheme:         "http",
+		Host:           "127.0.0.1",
+		InitialObjects: init,
+		Writer:         io.Discard,
+	})
+	if err != nil {
+		tb.Fatalf("start fake GCS server: %v", err)
+	}
+	tb.Cleanup(fs.Stop)
+	s := &Server{Server: fs, URL: fs.URL()}
+	tb.Setenv("STORAGE_EMULATOR_HOST", s.URL)
+	return s
+}
+
+// CreateBucket makes an empty bucket.
+func (s *Server) CreateBucket(name string) {
+	s.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: name})
+}
+
+// Use puts p in front of the server and points STORAGE_EMULATOR_HOST at
+// it for the rest of the test.
+func (s *Server) Use(tb testing.TB, p *Proxy) {
+	tb.Helper()
+	target, err := url.Parse(s.Server.URL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ts := httptest.NewServer(p.Handler(target))
+	tb.Cleanup(ts.Close)
+	s.URL = ts.URL
+	tb.Setenv("STORAGE_EMULATOR_HOST", s.URL)
+}
+
+// Proxy is a reverse proxy that misbehaves on a fixed share of requests,
+// counted in arrival order, so a test sees the same mix every run.
+type Proxy struct {
+	// FailEvery answers every FailEvery-th request with 503, or 429 for
+	// every second of those, without forwarding it. 0: none.
+	FailEvery int
+	// StallEvery holds every StallEvery-th request that was not failed
+	// for Stall, or until the client gives up: a download sends half its
+	// body first, anything else stalls before it is forwarded. 0: none.
+	StallEvery int
+	Stall      time.Duration
+	// Delay is added before every request, as network latency.
+	Delay time.Duration
+	// Forbid answers 403 to requests whose path contains it. "": none.
+	Forbid string
+
+	n, failed, stalled atomic.Int64
+}
+
+// Failed and Stalled count the faults injected so far.
+func (p *Proxy) Failed() int64  { return p.failed.Load() }
+func (p *Proxy) Stalled() int64 { return p.stalled.Load() }
+
+type stallKey struct{}
+
+// Handler forwards to target, injecting p's faults.
+func (p *Proxy) Handler(target *url.URL) http.Handler {
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.Context().Value(stallKey{}) != nil {
+			resp.Body = &stallingBody{rc: resp.Body, ctx: resp.Request.Context(),
+				after: resp.ContentLength / 2, d: p.Stall}
+		}
+		return nil
+	}
+	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		w.WriteHeader(http.StatusBadGateway)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !sleep(r.Context(), p.Delay) {
+			return
+		}
+		if p.Forbid != "" && strings.Contains(r.URL.Path, p.Forbid) {
+			io.Copy(io.Discard, r.Body)
+			writeError(w, http.StatusForbidden, "caller does not have storage.objects.get access")
+			return
+		}
+		n := p.n.Add(1)
+		if p.FailEvery > 0 && n%int64(p.FailEvery) == 0 {
+			p.failed.Add(1)
+			io.Copy(io.Discard, r.Body)
+			if (n/int64(p.FailEvery))%2 == 0 {
+				writeError(w, http.StatusTooManyRequests, "rate limit exceeded")
+			} else {
+				writeError(w, http.StatusServiceUnavailable, "backend unavailable")
+			}
+			return
+		}
+		if p.StallEvery > 0 && n%int64(p.StallEvery) == 0 {
+			p.stalled.Add(1)
+			if r.Method == http.MethodGet && r.URL.Query().Get("alt") == "media" {
+				r = r.WithContext(context.WithValue(r.Context(), stallKey{}, true))
+			} else {
+				// Read the body first: only then does the server notice
+				// a client that gives up and end r's context.
+				body, err := io.ReadAll(r.Body)
+				if err != nil || !sleep(r.Context(), p.Stall) {
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+		}
+		rp.ServeHTTP(w, r)
+	})
+}
+
+// writeError answers in the JSON error shape of the GCS API.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	io.WriteString(w, `{"error":{"code":`+strconv.Itoa(code)+`,"message":"`+msg+`","errors":[{"message":"`+msg+`"}]}}`)
+}
+
+// sleep waits d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// stallingBody passes the first after bytes, then waits d (or until the
+// client gives up) before passing the rest.
+type stallingBody struct {
+	rc     io.ReadCloser
+	ctx    context.Context
+	after  int64
+	d      time.Duration
+	done   int64
+	waited bool
+}
+
+func (b *stallingBody) Read(p []byte) (int, error) {
+	if !b.waited && b.done >= b.after {
+		b.waited = true
+		if !sleep(b.ctx, b.d) {
+			return 0, b.ctx.Err()
+		}
+	}
+	if !b.waited && int64(len(p)) > b.after-b.done {
+		p = p[:b.after-b.done]
+	}
+	n, err := b.rc.Read(p)
+	b.done += int64(n)
+	return n, err
+}
+
+func (b *stallingBody) Close() error { return b.rc.Close() }

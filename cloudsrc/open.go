@@ -1,0 +1,234 @@
+package cloudsrc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/googleapis/gax-go/v2"
+)
+
+// Opener opens sources and sinks by URI. The zero value uses the defaults
+// noted on each field; the package-level OpenSource, OpenSink and OpenURI
+// use a zero Opener.
+type Opener struct {
+	// Timeout abandons one storage request (a read call on a download, a
+	// chunk of an upload) that makes no progress for this long, and tries
+	// again from where it stopped. It bounds a stalled connection, not the
+	// transfer: a large object takes as long as it takes. Default 60s.
+	Timeout time.Duration
+	// Attempts is how many times one request is tried. Default 8.
+	Attempts int
+	// Backoff spaces the attempts (full jitter). Default 100ms doubling
+	// up to 5s.
+	Backoff gax.Backoff
+	// Uploads is how many files a gs:// Sink uploads at once. Default 4.
+	Uploads int
+	// Staging is where a gs:// Sink stages its files before upload.
+	// Default $PREP_STAGING, else the system temp folder.
+	Staging string
+}
+
+func (o *Opener) timeout() time.Duration {
+	if o.Timeout > 0 {
+		return o.Timeout
+	}
+	return 60 * time.Second
+}
+
+func (o *Opener) attempts() int {
+	if o.Attempts > 0 {
+		return o.Attempts
+	}
+	return 8
+}
+
+func (o *Opener) backoff() gax.Backoff {
+	if o.Backoff.Initial > 0 {
+		return o.Backoff
+	}
+	return gax.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2}
+}
+
+func (o *Opener) uploads() int {
+	if o.Uploads > 0 {
+		return o.Uploads
+	}
+	return 4
+}
+
+func (o *Opener) staging() string {
+	if o.Staging != "" {
+		return o.Staging
+	}
+	if s := os.Getenv("PREP_STAGING"); s != "" {
+		return s
+	}
+	return os.TempDir()
+}
+
+// OpenSource opens uri with the default Opener.
+func OpenSource(ctx context.Context, uri string) (Source, error) {
+	return (&Opener{}).OpenSource(ctx, uri)
+}
+
+// OpenSink opens uri with the default Opener.
+func OpenSink(ctx context.Context, uri string) (Sink, error) {
+	return (&Opener{}).OpenSink(ctx, uri)
+}
+
+// OpenURI opens one file or object with the default Opener.
+func OpenURI(ctx context.Context, uri string) (io.ReadCloser, error) {
+	return (&Opener{}).OpenURI(ctx, uri)
+}
+
+// IsRemote reports whether uri names cloud storage rather than a local path.
+func IsRemote(uri string) bool { return strings.HasPrefix(uri, "gs://") }
+
+// OpenSource opens the inputs at uri:
+//   - a local folder: every file under it (Dir);
+//   - a local glob such as /data/*/*.jpg: the matching files, keyed
+//     relative to the glob's fixed leading folder (/data);
+//   - gs://bucket/prefix: every object under prefix/, keyed relative to it;
+//   - gs://bucket/prefix/*/*.jpg: the objects whose names match the pattern
+//     (path.Match, so * stays within one path element), keyed relative to
+//     the fixed leading prefix.
+//
+// Listing is left to Source.List; OpenSource only checks the address.
+func (o *Opener) OpenSource(ctx context.Context, uri string) (Source, error) {
+	if IsRemote(uri) {
+		return o.openGCSSource(ctx, uri)
+	}
+	if _, err := os.Stat(uri); err == nil || !hasMeta(uri) {
+		return Dir{Root: uri}, nil
+	}
+	return globSource(uri)
+}
+
+// OpenSink opens the destination at uri: a local folder (created if
+// needed), or gs://bucket/prefix, whose Sink stages files locally and
+// uploads each one when it is published. A gs:// Sink is an io.Closer:
+// Close waits for the uploads and removes the staging folder.
+func (o *Opener) OpenSink(ctx context.Context, uri string) (Sink, error) {
+	if IsRemote(uri) {
+		return o.openGCSSink(ctx, uri)
+	}
+	return NewLocalSink(uri)
+}
+
+// OpenURI opens one local file or gs:// object, e.g. an input list or an
+// entry in one.
+func (o *Opener) OpenURI(ctx context.Context, uri string) (io.ReadCloser, error) {
+	if !IsRemote(uri) {
+		return os.Open(uri)
+	}
+	b, name, err := splitGS(uri)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" || strings.HasSuffix(name, "/") {
+		return nil, fmt.Errorf("%s names a folder, not an object", uri)
+	}
+	src, err := o.gcs(ctx, b, "")
+	if err != nil {
+		return nil, err
+	}
+	return src.Open(ctx, name)
+}
+
+// Resolve maps one entry of an input list to the Source that opens it and
+// its key there. base is the folder (or gs:// prefix) of the list, against
+// which relative entries resolve. It has the shape that
+// convert.ParseInputList takes for its open argument:
+//
+//	convert.ParseInputList(name, data, func(uri string) (cloudsrc.Source, string, error) {
+//		return opener.Resolve(ctx, base, uri)
+//	})
+func (o *Opener) Resolve(ctx context.Context, base, uri string) (Source, string, error) {
+	switch {
+	case IsRemote(uri):
+		b, name, err := splitGS(uri)
+		if err != nil {
+			return nil, "", err
+		}
+		src, err := o.gcs(ctx, b, "")
+		return src, name, err
+	case IsRemote(base) && !path.IsAbs(uri):
+		b, prefix, err := splitGS(base)
+		if err != nil {
+			return nil, "", err
+		}
+		name := path.Join(prefix, uri)
+		if name == ".." || strings.HasPrefix(name, "../") {
+			return nil, "", fmt.Errorf("%s: %s leaves the bucket", base, uri)
+		}
+		src, err := o.gcs(ctx, b, "")
+		return src, name, err
+	}
+	return Dir{Root: base}, uri, nil
+}
+
+// hasMeta reports whether p holds a glob metacharacter.
+func hasMeta(p string) bool { return strings.ContainsAny(p, `*?[`) }
+
+// splitPattern splits a '/'-separated glob into its fixed leading folder
+// and the rest: "raw/*/a*.jpg" gives "raw", "*/a*.jpg".
+func splitPattern(p string) (dir, rest string) {
+	parts := strings.Split(p, "/")
+	for i, e := range parts {
+		if hasMeta(e) {
+			return strings.Join(parts[:i], "/"), strings.Join(parts[i:], "/")
+		}
+	}
+	return p, ""
+}
+
+// fileList is a Source over a fixed list of local files under Root.
+type fileList struct {
+	Dir
+	objs []Object
+}
+
+func (f fileList) List(ctx context.Context) ([]Object, error) {
+	return append([]Object(nil), f.objs...), ctx.Err()
+}
+
+// globSource matches a local glob once, when opened.
+func globSource(pattern string) (Source, error) {
+	if _, err := filepath.Match(pattern, ""); err != nil {
+		return nil, fmt.Errorf("source %s: bad pattern: %w", pattern, err)
+	}
+	slashed := filepath.ToSlash(pattern)
+	dir, _ := splitPattern(slashed)
+	if dir == "" && strings.HasPrefix(slashed, "/") {
+		dir = "/"
+	}
+	root := filepath.FromSlash(dir)
+	matches, err := filepath.Glob(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", pattern, err)
+	}
+	f := fileList{Dir: Dir{Root: root}}
+	for _, m := range matches {
+		fi, err := os.Stat(m)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		rel, err := filepath.Rel(root, m)
+		if err != nil {
+			return nil, fmt.Errorf("source %s: %w", pattern, err)
+		}
+		f.objs = append(f.objs, Object{Key: filepath.ToSlash(rel), Size: fi.Size()})
+	}
+	if len(f.objs) == 0 {
+		return nil, fmt.Errorf("source %s matches no files: check the pattern", pattern)
+	}
+	sort.Slice(f.objs, func(i, j int) bool { return f.objs[i].Key < f.objs[j].Key })
+	return f, nil
+}
