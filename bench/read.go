@@ -133,11 +133,15 @@ func (o *ReadOptions) defaults() error {
 	return nil
 }
 
-// Read measures shards the way a training loader reads them, then reads
+// Read measures shards the way a training loader reads them, and reads
 // the same files with plain sequential reads into the same kind of buffer,
-// and compares. The loader pass runs first, so on files that were not
-// cached the raw pass is the one that gains from the page cache (use Cold
-// or Direct to compare disk reads).
+// and compares. Each reader does both passes of a shard back to back, so
+// both see the same load on the machine. Through the page cache the loader
+// pass goes first: on files that were not cached, the raw pass is the one
+// that gains (use Cold or Direct to compare disk reads). With Cold or
+// Direct neither pass can warm the other's page cache, and the order
+// alternates from shard to shard, cancelling what caches below the page
+// cache give the second read.
 func Read(ctx context.Context, shards []Shard, opt ReadOptions) (*ReadResult, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, err
@@ -146,19 +150,31 @@ func Read(ctx context.Context, shards []Shard, opt ReadOptions) (*ReadResult, er
 	for i, s := range shards {
 		res.Shards[i] = ShardRead{File: s.Path, Format: s.Format, Samples: s.Count}
 	}
-	prepWall, err := eachShard(ctx, shards, opt, func(r *reader, i int) error {
-		return r.prep(ctx, i, &shards[i], &res.Shards[i])
-	})
-	if err != nil {
-		return nil, err
-	}
-	rawWall, err := eachShard(ctx, shards, opt, func(r *reader, i int) error {
-		return r.raw(ctx, &shards[i], &res.Shards[i])
+	err := eachShard(ctx, shards, opt, func(r *reader, i int) error {
+		passes := []func() error{
+			func() error { return r.prep(ctx, i, &shards[i], &res.Shards[i]) },
+			func() error { return r.raw(ctx, &shards[i], &res.Shards[i]) },
+		}
+		if (opt.Direct || opt.Cold) && i%2 == 1 {
+			passes[0], passes[1] = passes[1], passes[0]
+		}
+		for _, pass := range passes {
+			if opt.Cold {
+				if err := dropCache(shards[i].Path); err != nil {
+					return err
+				}
+			}
+			if err := pass(); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	var prepBytes, rawBytes, decoded int64
+	var prepTime, rawTime float64
 	for i := range res.Shards {
 		sr := &res.Shards[i]
 		if sr.Raw.MBps > 0 {
@@ -167,14 +183,20 @@ func Read(ctx context.Context, shards []Shard, opt ReadOptions) (*ReadResult, er
 		res.Samples += sr.Samples
 		prepBytes += sr.Prep.Bytes
 		rawBytes += sr.Raw.Bytes
+		prepTime += sr.Prep.Seconds
+		rawTime += sr.Raw.Seconds
 		decoded += sr.Decoded
 	}
-	res.Prep, res.Raw = newPass(prepBytes, prepWall), newPass(rawBytes, rawWall)
+	// Readers work in parallel: a pass over all shards takes the summed
+	// time divided among them.
+	readers := float64(min(opt.Readers, len(shards)))
+	res.Prep = newPass(prepBytes, time.Duration(prepTime/readers*float64(time.Second)))
+	res.Raw = newPass(rawBytes, time.Duration(rawTime/readers*float64(time.Second)))
 	if res.Raw.MBps > 0 {
 		res.Efficiency = res.Prep.MBps / res.Raw.MBps
 	}
-	if prepWall > 0 {
-		res.SamplesPerSec = float64(res.Samples) / prepWall.Seconds()
+	if res.Prep.Seconds > 0 {
+		res.SamplesPerSec = float64(res.Samples) / res.Prep.Seconds
 	}
 	res.Sample = sampleShape(shards, decoded, res.Samples)
 	if res.Sample.Bytes > 0 {
@@ -233,24 +255,15 @@ func sampleShape(shards []Shard, decoded int64, samples int) SampleShape {
 }
 
 // eachShard runs fn over every shard on opt.Readers goroutines, each with
-// its own reader, and returns the wall time.
-func eachShard(ctx context.Context, shards []Shard, opt ReadOptions, fn func(r *reader, i int) error) (time.Duration, error) {
-	if opt.Cold {
-		for _, s := range shards {
-			if err := dropCache(s.Path); err != nil {
-				return 0, err
-			}
-		}
-	}
-	readers := min(opt.Readers, len(shards))
-	pool := make([]*reader, readers)
+// its own reader.
+func eachShard(ctx context.Context, shards []Shard, opt ReadOptions, fn func(r *reader, i int) error) error {
+	pool := make([]*reader, min(opt.Readers, len(shards)))
 	for i := range pool {
-		// Allocated and touched before the clock starts.
+		// Allocated and touched before any clock starts.
 		pool[i] = &reader{opt: &opt, buf: newBuffer(opt.Chunk)}
 	}
 	var next sync.Mutex
 	n := 0
-	start := time.Now()
 	g, ctx := errgroup.WithContext(ctx)
 	for _, r := range pool {
 		g.Go(func() error {
@@ -268,8 +281,7 @@ func eachShard(ctx context.Context, shards []Shard, opt ReadOptions, fn func(r *
 			}
 		})
 	}
-	err := g.Wait()
-	return time.Since(start), err
+	return g.Wait()
 }
 
 // reader holds one reader goroutine's reused buffers.

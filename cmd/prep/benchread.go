@@ -30,11 +30,12 @@ buffer per reader; tar shards streamed sample by sample, decoded with
 kind of buffer, and reports both speeds, their ratio (efficiency), samples/s
 and how many samples/s of the shards' tensor that speed could feed a GPU.
 
-The loader pass runs first, so files that were not cached favour the raw
-pass; --direct (O_DIRECT, aligned buffers) or --cold (page cache dropped
-before each pass) compare disk reads. --via hdf5 reads the datasets through
-the HDF5 library instead, for comparison; chunked or filtered datasets
-always go through the library.`,
+Each reader reads a shard both ways back to back, so both passes see the
+same load. Through the page cache the loader pass goes first, so files that
+were not cached favour the raw pass; --direct (O_DIRECT, aligned buffers) or
+--cold (the file dropped from the page cache before each pass) compare disk
+reads. --via hdf5 reads the datasets through the HDF5 library instead, for
+comparison; chunked or filtered datasets always go through the library.`,
 		Example: `  # shards from page cache, one reader
   prep bench-read ./shards
   # disk speed with O_DIRECT and 4 readers, as JSON
