@@ -42,7 +42,7 @@ func client() (*storage.Client, error) {
 	// read the same everywhere. Background: the client outlives any one call.
 	c, err := storage.NewClient(context.Background(), storage.WithJSONReads())
 	if err != nil {
-		return nil, credentialsErr(err)
+		return nil, err
 	}
 	if clients.m == nil {
 		clients.m = map[string]*storage.Client{}
@@ -78,7 +78,7 @@ type GCS struct {
 func (o *Opener) gcs(_ context.Context, b, prefix string) (*GCS, error) {
 	c, err := client()
 	if err != nil {
-		return nil, err
+		return nil, gcsErr("gs://"+b+"/"+prefix, b, false, err)
 	}
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
@@ -153,7 +153,7 @@ func (g *GCS) List(ctx context.Context) ([]Object, error) {
 // Prefix-only ObjectAttrs) named with prefix. A page request that stalls
 // is retried from the last name seen, so a long listing never restarts.
 func (g *GCS) list(ctx context.Context, prefix, delim string, fn func(*storage.ObjectAttrs)) error {
-	uri := "gs://" + g.name + "/" + prefix
+	uri := "gs://" + g.name + "/" + strings.TrimSuffix(prefix, "/")
 	q := &storage.Query{Prefix: prefix, Delimiter: delim}
 	if err := q.SetAttrSelection([]string{"Name", "Size"}); err != nil {
 		return err
@@ -422,8 +422,8 @@ func gcsErr(uri, bucket string, write bool, err error) error {
 	if errors.Is(err, storage.ErrObjectNotExist) {
 		return &Error{URI: uri, Code: 404, Err: err, Msg: "object does not exist"}
 	}
-	if c := credentialsErr(err); c != err {
-		return &Error{URI: uri, Err: err, Msg: c.Error()}
+	if strings.Contains(err.Error(), "could not find default credentials") {
+		return &Error{URI: uri, Err: err, Msg: "no Google Cloud credentials found: " + loginHint}
 	}
 	var ge *googleapi.Error
 	if errors.As(err, &ge) {
@@ -445,14 +445,6 @@ func gcsErr(uri, bucket string, write bool, err error) error {
 		return &Error{URI: uri, Code: ge.Code, Err: err, Msg: fmt.Sprintf("%d %s", ge.Code, firstLine(ge.Message))}
 	}
 	return &Error{URI: uri, Err: err, Msg: firstLine(err.Error())}
-}
-
-// credentialsErr rewrites the library's "no credentials" error as the fix.
-func credentialsErr(err error) error {
-	if strings.Contains(err.Error(), "could not find default credentials") {
-		return fmt.Errorf("no Google Cloud credentials found: %s: %w", loginHint, err)
-	}
-	return err
 }
 
 func firstLine(s string) string {

@@ -347,7 +347,7 @@ func TestGCSErrors(t *testing.T) {
 
 	src, _ := o.OpenSource(ctx, "gs://nobucket/raw")
 	_, err := src.List(ctx)
-	wantErr(t, err, `gs://nobucket/raw/: bucket "nobucket" does not exist (check the name in gs://nobucket/...)`)
+	wantErr(t, err, `gs://nobucket/raw: bucket "nobucket" does not exist (check the name in gs://nobucket/...)`)
 
 	_, err = src.Open(ctx, "a.jpg")
 	wantErr(t, err, `gs://nobucket/raw/a.jpg: bucket "nobucket" does not exist (check the name in gs://nobucket/...)`)
@@ -382,4 +382,18 @@ func wantErr(t *testing.T, err error, want string) {
 	if err.Error() != want {
 		t.Errorf("error\n %q\nwant\n %q", err, want)
 	}
+}
+
+// TestNoCredentials runs the real client with no emulator and no
+// credentials anywhere it looks.
+func TestNoCredentials(t *testing.T) {
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("CLOUDSDK_CONFIG", t.TempDir())
+	_, err := cloudsrc.OpenSource(context.Background(), "gs://b/raw")
+	if err == nil {
+		t.Skip("this machine has credentials (a GCE metadata server)")
+	}
+	wantErr(t, err, `gs://b/raw: no Google Cloud credentials found: run "gcloud auth application-default login", or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file`)
 }

@@ -103,7 +103,11 @@ func IsRemote(uri string) bool { return strings.HasPrefix(uri, "gs://") }
 // Listing is left to Source.List; OpenSource only checks the address.
 func (o *Opener) OpenSource(ctx context.Context, uri string) (Source, error) {
 	if IsRemote(uri) {
-		return o.openGCSSource(ctx, uri)
+		g, err := o.openGCSSource(ctx, uri)
+		if err != nil {
+			return nil, err
+		}
+		return g, nil
 	}
 	if _, err := os.Stat(uri); err == nil || !hasMeta(uri) {
 		return Dir{Root: uri}, nil
@@ -117,7 +121,11 @@ func (o *Opener) OpenSource(ctx context.Context, uri string) (Source, error) {
 // Close waits for the uploads and removes the staging folder.
 func (o *Opener) OpenSink(ctx context.Context, uri string) (Sink, error) {
 	if IsRemote(uri) {
-		return o.openGCSSink(ctx, uri)
+		s, err := o.openGCSSink(ctx, uri)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	return NewLocalSink(uri)
 }
@@ -158,7 +166,10 @@ func (o *Opener) Resolve(ctx context.Context, base, uri string) (Source, string,
 			return nil, "", err
 		}
 		src, err := o.gcs(ctx, b, "")
-		return src, name, err
+		if err != nil {
+			return nil, "", err
+		}
+		return src, name, nil
 	case IsRemote(base) && !path.IsAbs(uri):
 		b, prefix, err := splitGS(base)
 		if err != nil {
@@ -169,7 +180,10 @@ func (o *Opener) Resolve(ctx context.Context, base, uri string) (Source, string,
 			return nil, "", fmt.Errorf("%s: %s leaves the bucket", base, uri)
 		}
 		src, err := o.gcs(ctx, b, "")
-		return src, name, err
+		if err != nil {
+			return nil, "", err
+		}
+		return src, name, nil
 	}
 	return Dir{Root: base}, uri, nil
 }
