@@ -372,6 +372,7 @@ func feedHDF5(s *Shard, opt *FeedOptions, buf []byte, lib *[]byte, a *assembler,
 			*lib = newBuffer(int(d.Size))
 		}
 		t := time.Now()
+		// Equal sizes (checked above): elements and stored bytes agree.
 		if err := hdf5.ReadDataset(s.Path, d.Name, (*lib)[:d.Size]); err != nil {
 			return err
 		}

@@ -376,18 +376,16 @@ func (r *reader) hdf5(ctx context.Context, i int, f *file, s *Shard, out *ShardR
 // library reads a dataset whole through the HDF5 library into a reused
 // buffer, and returns the bytes it holds in memory.
 func (r *reader) library(i int, s *Shard, d formats.DatasetInfo) (int64, error) {
+	// The library returns the elements (shape × dtype), which for a
+	// chunked or compressed dataset differs from the bytes stored.
 	n := d.Size
-	switch l := logicalSize(d); {
-	case l > d.Size:
-		// formats/hdf5.ReadDataset sizes its buffer by the stored bytes.
-		return 0, fmt.Errorf("%s: dataset %s is compressed (%d bytes stored, %d in memory): bench reads only uncompressed datasets; rewrite the shard with prep convert", s.Path, d.Name, d.Size, l)
-	case l >= 0:
-		n = l // chunked storage rounds up to whole chunks
+	if l := logicalSize(d); l >= 0 {
+		n = l
 	}
-	if int64(cap(r.lib)) < d.Size {
-		r.lib = newBuffer(int(d.Size))
+	if int64(cap(r.lib)) < n {
+		r.lib = newBuffer(int(n))
 	}
-	buf := r.lib[:d.Size]
+	buf := r.lib[:n]
 	if err := hdf5.ReadDataset(s.Path, d.Name, buf); err != nil {
 		return 0, err
 	}
