@@ -395,3 +395,23 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// TestFramesOldFFmpeg runs Frames against an ffmpeg that, like 4.x,
+// does not know -fps_mode: a script in front of the real program.
+func TestFramesOldFFmpeg(t *testing.T) {
+	real, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script := "#!/bin/sh\nfor a; do [ \"$a\" = -fps_mode ] && { echo \"Unrecognized option 'fps_mode'.\" >&2; exit 1; }; done\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "ffmpeg"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	t.Cleanup(func() { legacyVsync.Store(false) })
+	_, _, idx, _ := collect(t, filepath.Join(videoDir, "testsrc.mp4"), FrameOptions{Every: 5})
+	if !slices.Equal(idx, []int{0, 5, 10, 15, 20, 25, 30, 35, 40, 45}) || !legacyVsync.Load() {
+		t.Errorf("frames %v (legacy %v), want every 5th of 50 through -vsync", idx, legacyVsync.Load())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // FrameOptions choose which frames Frames delivers.
@@ -42,9 +43,27 @@ func Frames(ctx context.Context, path string, opt FrameOptions, fn func(Frame) e
 	if opt.FPS < 0 || opt.Every < 0 || opt.MaxFrames < 0 {
 		return 0, 0, fmt.Errorf("ffmpeg frames: FPS, Every and MaxFrames must not be negative, have %v, %d, %d", opt.FPS, opt.Every, opt.MaxFrames)
 	}
+	legacy := legacyVsync.Load()
+	w, h, err = frames(ctx, path, opt, fn, legacy)
+	var fe *Error
+	if !legacy && errors.As(err, &fe) && strings.Contains(fe.Reason, "Unrecognized option 'fps_mode'") {
+		// ffmpeg before 5.1: it refused the options, so fn saw no frame.
+		legacyVsync.Store(true)
+		w, h, err = frames(ctx, path, opt, fn, true)
+	}
+	return w, h, err
+}
+
+// legacyVsync records that this ffmpeg predates -fps_mode (5.1), so
+// frame-rate passthrough is asked for with -vsync, which newer versions
+// deprecate and drop.
+var legacyVsync atomic.Bool
+
+// frames is one ffmpeg run of Frames.
+func frames(ctx context.Context, path string, opt FrameOptions, fn func(Frame) error, legacy bool) (w, h int, err error) {
 	run, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd, stderr, err := command(run, "ffmpeg", frameArgs(path, opt)...)
+	cmd, stderr, err := command(run, "ffmpeg", frameArgs(path, opt, legacy)...)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -81,7 +100,7 @@ func Frames(ctx context.Context, path string, opt FrameOptions, fn func(Frame) e
 }
 
 // frameArgs is ffmpeg's command line for Frames.
-func frameArgs(path string, opt FrameOptions) []string {
+func frameArgs(path string, opt FrameOptions, legacy bool) []string {
 	args := []string{"-nostdin", "-v", "error", "-i", fileURL(path),
 		"-map", "0:v:0", "-an", "-sn", "-dn"}
 	var filters []string
@@ -101,8 +120,12 @@ func frameArgs(path string, opt FrameOptions) []string {
 	}
 	// passthrough: deliver the frames the filters produce, neither
 	// duplicated nor dropped to fit a constant rate (ffmpeg's default for
-	// image2pipe). -vsync, not -fps_mode, so ffmpeg 4.x works too.
-	return append(args, "-vsync", "passthrough",
+	// image2pipe).
+	sync := "-fps_mode"
+	if legacy {
+		sync = "-vsync"
+	}
+	return append(args, sync, "passthrough",
 		"-pix_fmt", "rgb24", "-c:v", "ppm", "-f", "image2pipe", "-")
 }
 
