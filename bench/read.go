@@ -137,8 +137,8 @@ func (o *ReadOptions) defaults() error {
 // the same files with plain sequential reads into the same kind of buffer,
 // and compares. Each reader does both passes of a shard back to back, so
 // both see the same load on the machine. Through the page cache the loader
-// pass goes first: on files that were not cached, the raw pass is the one
-// that gains (use Cold or Direct to compare disk reads). With Cold or
+// pass goes first, after an untimed read that warms the cache (use Cold or
+// Direct to compare disk reads). With Cold or
 // Direct neither pass can warm the other's page cache, and the order
 // alternates from shard to shard, cancelling what caches below the page
 // cache give the second read.
@@ -158,16 +158,44 @@ func Read(ctx context.Context, shards []Shard, opt ReadOptions) (*ReadResult, er
 		if (opt.Direct || opt.Cold) && i%2 == 1 {
 			passes[0], passes[1] = passes[1], passes[0]
 		}
-		for _, pass := range passes {
-			if opt.Cold {
-				if err := dropCache(shards[i].Path); err != nil {
-					return err
-				}
-			}
-			if err := pass(); err != nil {
+		if !opt.Direct && !opt.Cold {
+			// The first read of a file in a process costs several times a
+			// later one, even from the page cache; an untimed read first
+			// makes both passes "warm cache" reads, as every epoch after
+			// the first is for a loader.
+			if err := r.warm(ctx, &shards[i]); err != nil {
 				return err
 			}
 		}
+		// From the page cache one pass of a small shard takes
+		// milliseconds, so the passes alternate a few rounds and the best
+		// of each counts, as a benchmark's best-of-N does.
+		rounds := 1
+		if !opt.Direct && !opt.Cold {
+			rounds = 3
+		}
+		out := &res.Shards[i]
+		var best ShardRead
+		for round := 0; round < rounds; round++ {
+			for _, pass := range passes {
+				if opt.Cold {
+					if err := dropCache(shards[i].Path); err != nil {
+						return err
+					}
+				}
+				if err := pass(); err != nil {
+					return err
+				}
+			}
+			if round == 0 || out.Prep.Seconds < best.Prep.Seconds {
+				best.Prep = out.Prep
+			}
+			if round == 0 || out.Raw.Seconds < best.Raw.Seconds {
+				best.Raw = out.Raw
+			}
+			passes[0], passes[1] = passes[1], passes[0]
+		}
+		out.Prep, out.Raw = best.Prep, best.Raw
 		return nil
 	})
 	if err != nil {
@@ -308,6 +336,16 @@ func (r *reader) raw(ctx context.Context, s *Shard, out *ShardRead) error {
 	}
 	out.Raw = newPass(s.Bytes, time.Since(start))
 	return nil
+}
+
+// warm reads a file once, untimed and unreported.
+func (r *reader) warm(ctx context.Context, s *Shard) error {
+	f, err := openFile(s.Path, false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.span(r.buf, 0, s.Bytes).each(func([]byte) error { return ctx.Err() })
 }
 
 func (r *reader) progress(n int) {
