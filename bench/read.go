@@ -171,7 +171,7 @@ func Read(ctx context.Context, shards []Shard, opt ReadOptions) (*ReadResult, er
 		// milliseconds, so the passes alternate a few rounds and the best
 		// of each counts, as a benchmark's best-of-N does.
 		rounds := 1
-		if !opt.Direct && !opt.Cold {
+		if !opt.Direct && !opt.Cold && opt.OnData == nil {
 			rounds = 3
 		}
 		out := &res.Shards[i]
