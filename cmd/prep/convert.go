@@ -270,9 +270,12 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 	if err != nil {
 		return err
 	}
-	sink, err := cloudsrc.NewLocalSink(dst)
+	sink, err := cloudsrc.OpenSink(ctx, dst)
 	if err != nil {
 		return err
+	}
+	if c, ok := sink.(io.Closer); ok {
+		defer c.Close()
 	}
 	opts := map[string]string{
 		"max_pixels": strconv.FormatInt(f.maxPixels, 10),
@@ -338,19 +341,33 @@ func pickFormat(name string, l *convert.Listing) (formats.ShardFormat, error) {
 	return nil, usagef("--format %q: want hdf5, png or wav", name)
 }
 
-// listInputs lists SRC: a CSV/JSONL list of inputs, or a folder/bucket.
+// listInputs lists SRC: a CSV/JSONL list of inputs, or a folder, glob or
+// gs:// prefix.
 func listInputs(ctx context.Context, src string, handled func(string) bool) (*convert.Listing, error) {
 	if convert.IsManifestFile(src) {
-		data, err := os.ReadFile(src)
+		rc, err := cloudsrc.OpenURI(ctx, src)
 		if err != nil {
 			return nil, fmt.Errorf("input list %s: %w", src, err)
 		}
-		dir := cloudsrc.Dir{Root: filepath.Dir(src)}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("input list %s: %w", src, err)
+		}
+		base := filepath.Dir(src)
+		if cloudsrc.IsRemote(src) {
+			base = path.Dir(src)
+		}
+		var o cloudsrc.Opener
 		return convert.ParseInputList(src, data, func(uri string) (cloudsrc.Source, string, error) {
-			return dir, uri, nil
+			return o.Resolve(ctx, base, uri)
 		})
 	}
-	return convert.ListSource(ctx, cloudsrc.Dir{Root: src}, handled)
+	s, err := cloudsrc.OpenSource(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	return convert.ListSource(ctx, s, handled)
 }
 
 func printSummary(w io.Writer, format string, s *convert.Summary) {
