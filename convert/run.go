@@ -224,11 +224,14 @@ func (r *run) prepareDestination(ctx context.Context) (*manifest.Manifest, error
 	}
 	var foreign, prev []string
 	for _, n := range names {
-		if ours(n) {
-			prev = append(prev, n)
-		} else {
+		switch {
+		case !ours(n):
 			foreign = append(foreign, n)
+		case r.opt.TaskCount == 1 || n == r.manifestName() || n == progressName(&r.opt):
+			prev = append(prev, n)
 		}
+		// Other tasks of a distributed run write beside this one; only
+		// this task's own manifest part and progress mark an earlier run.
 	}
 	if len(foreign) > 0 && !r.opt.Resume && !r.opt.Overwrite {
 		return nil, fmt.Errorf("destination %s holds other files (%s): choose an empty folder, or pass --overwrite to write beside them",

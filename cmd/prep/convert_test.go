@@ -273,3 +273,48 @@ func TestWorkersDoNotChangeOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestThreeTasksEqualOneProcess runs three tasks as separate processes
+// into one folder; after merge-manifest the folder must equal, byte for
+// byte, what one process writes.
+func TestThreeTasksEqualOneProcess(t *testing.T) {
+	base := []string{"../../testdata/images", "", "--recipe", demoRecipe, "--seed", "5", "--copies", "3", "--items-per-shard", "4"}
+	one := t.TempDir()
+	args := append([]string{"convert"}, base...)
+	args[2] = one
+	if _, stderr, code := prepRun(t, args...); code != 0 {
+		t.Fatalf("one process: exit %d: %s", code, stderr)
+	}
+	split := t.TempDir()
+	for _, i := range []string{"2", "0", "1"} {
+		args := append([]string{"convert"}, base...)
+		args[2] = split
+		cmd := exec.Command(prepBinary(t), append(args, "--task-count", "3")...)
+		cmd.Env = append(os.Environ(), "BATCH_TASK_INDEX="+i)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("task %s: %v\n%s", i, err, out)
+		}
+	}
+	if out, stderr, code := prepRun(t, "merge-manifest", split); code != 0 || !strings.Contains(out, "merged 6 shards") {
+		t.Fatalf("merge-manifest exit %d: %s %s", code, out, stderr)
+	}
+	got := readDir(t, split)
+	for name := range got {
+		if strings.HasPrefix(name, "manifest-task-") {
+			delete(got, name)
+		}
+	}
+	want := readDir(t, one)
+	if len(got) != len(want) {
+		t.Fatalf("%d files after merge, %d from one process", len(got), len(want))
+	}
+	for name, data := range want {
+		if !bytes.Equal(data, got[name]) {
+			t.Errorf("%s differs", name)
+		}
+	}
+	os.Remove(filepath.Join(split, "manifest-task-00001.json"))
+	if _, stderr, code := prepRun(t, "merge-manifest", split); code != exitFailure || !strings.Contains(stderr, "missing tasks 1") {
+		t.Fatalf("merge with a missing part: exit %d: %s", code, stderr)
+	}
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prep-dev/prep/cloudsrc"
+	"github.com/prep-dev/prep/convert"
+)
+
+func init() { commands = append(commands, newMergeCmd) }
+
+func newMergeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "merge-manifest DST",
+		Short: "Join the manifest parts of a distributed conversion into manifest.json",
+		Long: `Each task of a distributed run (--task-index/--task-count) writes its shards
+and a manifest part, manifest-task-NNNNN.json. merge-manifest checks that the
+parts agree on the plan and cover every shard exactly once — it names any gap,
+overlap or missing task — and writes the manifest.json one process would have
+written.`,
+		Example: `  # after 16 tasks of: prep convert gs://bkt/raw gs://bkt/shards --task-count 16 ...
+  prep merge-manifest gs://bkt/shards`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			sink, err := cloudsrc.OpenSink(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if c, ok := sink.(io.Closer); ok {
+				defer c.Close()
+			}
+			m, err := convert.MergeSink(ctx, sink)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "merged %d shards, %d samples, %d skipped into %s/manifest.json\n",
+				len(m.Shards), m.Samples, len(m.Skipped), sink.URI())
+			return nil
+		},
+	}
+}
