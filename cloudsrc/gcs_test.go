@@ -46,9 +46,11 @@ var inputs = []gcstest.Object{
 // fastOpener retries quickly, for tests.
 func fastOpener(staging string) *cloudsrc.Opener {
 	return &cloudsrc.Opener{
-		Timeout: 300 * time.Millisecond,
-		Backoff: gax.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2},
-		Staging: staging,
+		Timeout:   500 * time.Millisecond,
+		Attempts:  20,
+		ChunkSize: 1 << 20,
+		Backoff:   gax.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2},
+		Staging:   staging,
 	}
 }
 
@@ -209,7 +211,7 @@ func TestGCSSink(t *testing.T) {
 		t.Fatalf("URI %s, Dir %s", sink.URI(), sink.Dir())
 	}
 	files := map[string][]byte{
-		"shard-00000.h5": data(10, 20<<20), // larger than one 16 MiB chunk: a resumable upload
+		"shard-00000.h5": data(10, 5<<20+7), // larger than one 1 MiB chunk: a resumable upload
 		"shard-00001.h5": data(11, 100_000),
 		"empty.bin":      nil,
 		"manifest.json":  []byte(`{"shards": 2}`),
@@ -279,7 +281,6 @@ func TestGCSFaults(t *testing.T) {
 	srv.Use(t, p)
 	ctx := context.Background()
 	o := fastOpener(t.TempDir())
-	o.Attempts = 20
 
 	src, err := o.OpenSource(ctx, "gs://in/x")
 	if err != nil {
@@ -318,7 +319,7 @@ func TestGCSFaults(t *testing.T) {
 		files[name] = data(uint64(200+i), 1000+i*400_000)
 		order = append(order, name)
 	}
-	files["big.h5"] = data(300, 17<<20) // two chunks, resumable
+	files["big.h5"] = data(300, 3<<20+5) // four chunks, resumable
 	order = append(order, "big.h5")
 	publish(t, sink, files, order)
 	if err := sink.(io.Closer).Close(); err != nil {

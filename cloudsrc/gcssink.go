@@ -192,11 +192,11 @@ func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64) error {
 	if path.Ext(name) == ".json" {
 		w.ContentType = "application/json"
 	}
-	// One request for a small file; 16 MiB resumable chunks for a shard,
-	// each retried by the library when it stalls or fails.
-	const chunk = 16 << 20
+	// One request for a small file; resumable chunks for a shard, each
+	// retried by the library when it stalls or fails.
+	chunk := s.g.o.chunkSize()
 	w.ChunkSize = chunk
-	if size < chunk {
+	if size < int64(chunk) {
 		w.ChunkSize = int(size) + 1
 	}
 	w.ChunkTransferTimeout = timeout

@@ -30,6 +30,10 @@ type Opener struct {
 	Backoff gax.Backoff
 	// Uploads is how many files a gs:// Sink uploads at once. Default 4.
 	Uploads int
+	// ChunkSize is the most one upload request sends (a multiple of
+	// 256 KiB); larger files go up in resumable chunks, each retried on
+	// its own. Timeout must cover sending one chunk. Default 16 MiB.
+	ChunkSize int
 	// Staging is where a gs:// Sink stages its files before upload.
 	// Default $PREP_STAGING, else the system temp folder.
 	Staging string
@@ -61,6 +65,13 @@ func (o *Opener) uploads() int {
 		return o.Uploads
 	}
 	return 4
+}
+
+func (o *Opener) chunkSize() int {
+	if o.ChunkSize > 0 {
+		return (o.ChunkSize + 256<<10 - 1) / (256 << 10) * (256 << 10)
+	}
+	return 16 << 20
 }
 
 func (o *Opener) staging() string {
