@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,7 @@ type convertFlags struct {
 	maxPixels     int64
 	decoder       string
 	splitAxis     int
+	ioTimeout     time.Duration
 	video         convert.VideoOptions
 	audio         convert.AudioOptions
 }
@@ -101,6 +103,7 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.BoolVar(&f.jsonOut, "json", false, "print the summary as JSON on stdout")
 	fl.Int64Var(&f.maxPixels, "max-pixels", 100_000_000, "refuse images whose header declares more pixels")
 	fl.StringVar(&f.decoder, "decoder", "auto", "JPEG decoder: auto, turbo (libjpeg-turbo, DCT scaling) or go (image/jpeg)")
+	fl.DurationVar(&f.ioTimeout, "io-timeout", 60*time.Second, "gs://: retry a storage request that makes no progress for this long")
 	fl.Float64Var(&f.video.FPS, "fps", 0, "video: resample to this frame rate first (0 keeps every decoded frame)")
 	fl.IntVar(&f.video.Every, "every", 1, "video: keep every Nth frame")
 	fl.IntVar(&f.video.Clip, "clip", 1, "video: T consecutive frames form one (T,H,W,3) sample; 1 makes every frame a sample")
@@ -262,15 +265,20 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 		return nil
 	}
 
-	listing, err := listInputs(ctx, src, func(k string) bool { return handler(k) != nil })
+	opener := &cloudsrc.Opener{Timeout: f.ioTimeout}
+	listing, err := listInputs(ctx, opener, src, func(k string) bool { return handler(k) != nil })
 	if err != nil {
 		return err
+	}
+	if len(listing.Entries) == 0 {
+		return fmt.Errorf("%s holds no inputs prep converts (%d files of other types): it takes %s",
+			src, len(listing.Ignored), strings.Join(slices.Concat(imageExts, npyExts, videoExts, audioExts), " "))
 	}
 	format, err := pickFormat(f.format, listing)
 	if err != nil {
 		return err
 	}
-	sink, err := cloudsrc.OpenSink(ctx, dst)
+	sink, err := opener.OpenSink(ctx, dst)
 	if err != nil {
 		return err
 	}
@@ -343,9 +351,9 @@ func pickFormat(name string, l *convert.Listing) (formats.ShardFormat, error) {
 
 // listInputs lists SRC: a CSV/JSONL list of inputs, or a folder, glob or
 // gs:// prefix.
-func listInputs(ctx context.Context, src string, handled func(string) bool) (*convert.Listing, error) {
+func listInputs(ctx context.Context, o *cloudsrc.Opener, src string, handled func(string) bool) (*convert.Listing, error) {
 	if convert.IsManifestFile(src) {
-		rc, err := cloudsrc.OpenURI(ctx, src)
+		rc, err := o.OpenURI(ctx, src)
 		if err != nil {
 			return nil, fmt.Errorf("input list %s: %w", src, err)
 		}
@@ -358,12 +366,11 @@ func listInputs(ctx context.Context, src string, handled func(string) bool) (*co
 		if cloudsrc.IsRemote(src) {
 			base = path.Dir(src)
 		}
-		var o cloudsrc.Opener
 		return convert.ParseInputList(src, data, func(uri string) (cloudsrc.Source, string, error) {
 			return o.Resolve(ctx, base, uri)
 		})
 	}
-	s, err := cloudsrc.OpenSource(ctx, src)
+	s, err := o.OpenSource(ctx, src)
 	if err != nil {
 		return nil, err
 	}
