@@ -338,7 +338,7 @@ func retryWait(ctx context.Context, err error, tries, attempts int, bo *gax.Back
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if !errors.Is(err, errStalled) && !storage.ShouldRetry(err) {
+	if !errors.Is(err, errStalled) && !errors.Is(err, errCorrupt) && !storage.ShouldRetry(err) {
 		return err
 	}
 	if tries >= attempts {

@@ -268,8 +268,9 @@ func TestGCSSink(t *testing.T) {
 }
 
 // TestGCSFaults reads and writes through a proxy that fails every third
-// request with 503 or 429 and stalls every fifth past the timeout
-// (downloads after half their body): every byte still arrives intact.
+// request with 503 or 429, stalls every fifth past the timeout (downloads
+// after half their body) and changes a byte in every second upload request: every
+// byte still arrives intact.
 func TestGCSFaults(t *testing.T) {
 	objs := []gcstest.Object{}
 	for i := range 12 {
@@ -277,7 +278,7 @@ func TestGCSFaults(t *testing.T) {
 	}
 	srv := gcstest.NewServer(t, objs...)
 	srv.CreateBucket("out")
-	p := &gcstest.Proxy{FailEvery: 3, StallEvery: 5, Stall: 5 * time.Second}
+	p := &gcstest.Proxy{FailEvery: 3, StallEvery: 5, Stall: 5 * time.Second, CorruptEvery: 2}
 	srv.Use(t, p)
 	ctx := context.Background()
 	o := fastOpener(t.TempDir())
@@ -334,10 +335,10 @@ func TestGCSFaults(t *testing.T) {
 			t.Errorf("%s: uploaded %d bytes that differ from the %d sent", name, len(obj.Content), len(want))
 		}
 	}
-	if p.Failed() == 0 || p.Stalled() == 0 {
-		t.Errorf("the proxy injected %d failures and %d stalls; want some of each", p.Failed(), p.Stalled())
+	if p.Failed() == 0 || p.Stalled() == 0 || p.Corrupted() == 0 {
+		t.Errorf("the proxy injected %d failures, %d stalls and %d corrupted uploads; want some of each", p.Failed(), p.Stalled(), p.Corrupted())
 	}
-	t.Logf("survived %d failed and %d stalled requests", p.Failed(), p.Stalled())
+	t.Logf("survived %d failed, %d stalled and %d corrupted requests", p.Failed(), p.Stalled(), p.Corrupted())
 }
 
 func TestGCSErrors(t *testing.T) {

@@ -2,9 +2,11 @@ package cloudsrc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
 )
 
 // GCSSink stages files in a local folder and uploads each one to
@@ -156,12 +159,20 @@ func (s *GCSSink) upload(local, name string) error {
 			return nil
 		}
 		if err := retryWait(s.ctx, err, tries, s.g.o.attempts(), &bo); err != nil {
+			if errors.Is(err, errCorrupt) {
+				// Leave no damaged object under the final name.
+				s.g.bucket.Object(s.g.prefix + name).Delete(context.WithoutCancel(s.ctx))
+			}
 			return gcsErr(uri, s.g.name, true, err)
 		}
 	}
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errCorrupt marks an upload whose bytes arrived changed; the local file
+// is intact, so sending it again is worth it.
+var errCorrupt = errors.New("upload corrupted in transit (CRC32C mismatch)")
 
 func fileCRC32C(name string) (uint32, int64, error) {
 	f, err := os.Open(name)
@@ -230,11 +241,16 @@ func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64) error {
 	if dog.disarm() {
 		return errStalled
 	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) && ge.Code == http.StatusBadRequest && strings.Contains(strings.ToLower(ge.Message), "crc32c") {
+		// Cloud Storage refused bytes that differ from the checksum.
+		return fmt.Errorf("%w: %s", errCorrupt, firstLine(ge.Message))
+	}
 	if err != nil {
 		return err
 	}
 	if got := w.Attrs().CRC32C; got != crc {
-		return fmt.Errorf("stored CRC32C %08x, sent %08x", got, crc)
+		return fmt.Errorf("%w: stored CRC32C %08x, sent %08x", errCorrupt, got, crc)
 	}
 	return nil
 }

@@ -94,15 +94,21 @@ type Proxy struct {
 	Stall      time.Duration
 	// Delay is added before every request, as network latency.
 	Delay time.Duration
+	// CorruptEvery flips one byte in the body of every CorruptEvery-th
+	// upload request (counted among uploads) before forwarding it. 0: none.
+	CorruptEvery int
 	// Forbid answers 403 to requests whose path contains it. "": none.
 	Forbid string
 
-	n, failed, stalled atomic.Int64
+	n, uploads, failed, stalled, corrupted atomic.Int64
 }
 
 // Failed and Stalled count the faults injected so far.
 func (p *Proxy) Failed() int64  { return p.failed.Load() }
 func (p *Proxy) Stalled() int64 { return p.stalled.Load() }
+
+// Corrupted counts the upload requests whose body was changed.
+func (p *Proxy) Corrupted() int64 { return p.corrupted.Load() }
 
 type stallKey struct{}
 
@@ -110,6 +116,11 @@ type stallKey struct{}
 func (p *Proxy) Handler(target *url.URL) http.Handler {
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.ModifyResponse = func(resp *http.Response) error {
+		// Resumable uploads continue at the Location the server names:
+		// keep them coming through the proxy.
+		if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, target.String()) {
+			resp.Header.Set("Location", "http://"+resp.Request.Host+strings.TrimPrefix(loc, target.String()))
+		}
 		if resp.Request.Context().Value(stallKey{}) != nil {
 			resp.Body = &stallingBody{rc: resp.Body, ctx: resp.Request.Context(),
 				after: resp.ContentLength / 2, d: p.Stall}
@@ -152,6 +163,20 @@ func (p *Proxy) Handler(target *url.URL) http.Handler {
 				}
 				r.Body = io.NopCloser(bytes.NewReader(body))
 			}
+		}
+		// Uploads: one-shot multipart POSTs and resumable chunk PUTs; not
+		// the POST that opens a resumable session, which holds metadata only.
+		upload := strings.HasPrefix(r.URL.Path, "/upload/") && r.URL.Query().Get("uploadType") != "resumable"
+		if p.CorruptEvery > 0 && upload && p.uploads.Add(1)%int64(p.CorruptEvery) == 0 {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				return
+			}
+			if len(body) > 0 {
+				body[len(body)*3/4] ^= 0xff
+			}
+			p.corrupted.Add(1)
+			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		rp.ServeHTTP(w, r)
 	})
