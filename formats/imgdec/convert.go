@@ -42,6 +42,27 @@ func toNRGBA(m image.Image) *image.NRGBA {
 				row[4*x], row[4*x+1], row[4*x+2], row[4*x+3] = v, v, v, 0xFF
 			}
 		}
+	case *image.RGBA:
+		// Go's PNG decoder gives RGBA (premultiplied) for RGB and RGBA
+		// files; opaque pixels copy as they are.
+		for y := 0; y < h; y++ {
+			src := s.Pix[s.PixOffset(b.Min.X, b.Min.Y+y):][:4*w]
+			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*w]
+			for i := 0; i < len(src); i += 4 {
+				r, g, bl, a := src[i], src[i+1], src[i+2], src[i+3]
+				switch a {
+				case 0xFF:
+				case 0:
+					r, g, bl = 0, 0, 0
+				default: // as color.NRGBAModel does it
+					a16 := uint32(a) * 0x101
+					r = uint8(uint32(r) * 0x101 * 0xffff / a16 >> 8)
+					g = uint8(uint32(g) * 0x101 * 0xffff / a16 >> 8)
+					bl = uint8(uint32(bl) * 0x101 * 0xffff / a16 >> 8)
+				}
+				row[i], row[i+1], row[i+2], row[i+3] = r, g, bl, a
+			}
+		}
 	case *image.NRGBA:
 		for y := 0; y < h; y++ {
 			copy(dst.Pix[y*dst.Stride:y*dst.Stride+4*w], s.Pix[y*s.Stride:])

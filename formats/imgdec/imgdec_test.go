@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"image"
+	"image/color"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -273,6 +274,28 @@ func TestDecodeCorrupt(t *testing.T) {
 					t.Fatal("image returned with an error")
 				}
 			})
+		}
+	}
+}
+
+// TestRGBAFastPathMatchesColorModel checks the *image.RGBA conversion
+// against the standard library's for every alpha.
+func TestRGBAFastPathMatchesColorModel(t *testing.T) {
+	src := image.NewRGBA(image.Rect(0, 0, 256, 3))
+	for x := 0; x < 256; x++ {
+		for y := 0; y < 3; y++ {
+			a := uint8(x)
+			v := uint8(int(a) * (y + 1) / 4)
+			src.SetRGBA(x, y, color.RGBA{v, v / 2, a, a})
+		}
+	}
+	got := toNRGBA(src)
+	for x := 0; x < 256; x++ {
+		for y := 0; y < 3; y++ {
+			want := color.NRGBAModel.Convert(src.At(x, y)).(color.NRGBA)
+			if g := got.NRGBAAt(x, y); g != want {
+				t.Fatalf("(%d,%d): %v, want %v", x, y, g, want)
+			}
 		}
 	}
 }
