@@ -5,6 +5,7 @@ package hdf5
 
 // #cgo pkg-config: hdf5
 // #include <stdlib.h>
+// #include <string.h>
 // #include "hdf5.h"
 //
 // static hid_t prep_create(const char *name, hsize_t align) {
@@ -49,10 +50,41 @@ package hdf5
 //     if (l == H5D_CONTIGUOUS && nf == 0) return 1;
 //     return 0;
 // }
+//
+// // When a library call fails, HDF5 hands its error stack to the "auto"
+// // handler before returning, and gonum's clean-up calls clear it soon
+// // after; so the handler keeps the innermost entry, the one that says what
+// // failed (for a full disk, the sec2 driver's errno), per thread.
+// static __thread char prep_desc[512];
+//
+// static herr_t prep_walk(unsigned n, const H5E_error2_t *e, void *data) {
+//     if (e->desc != NULL) {
+//         strncpy(prep_desc, e->desc, sizeof prep_desc - 1);
+//         prep_desc[sizeof prep_desc - 1] = 0;
+//     }
+//     return 0;
+// }
+//
+// static herr_t prep_auto(hid_t stack, void *data) {
+//     H5Ewalk2(stack, H5E_WALK_DOWNWARD, prep_walk, NULL);
+//     return 0;
+// }
+//
+// static void prep_errors_on(void) {
+//     prep_desc[0] = 0;
+//     H5Eset_auto2(H5E_DEFAULT, prep_auto, NULL);
+// }
+//
+// static const char *prep_last_desc(void) { return prep_desc; }
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
 	"unsafe"
 
 	"gonum.org/v1/hdf5"
@@ -66,16 +98,54 @@ func createFile(name string) (int64, error) {
 	defer C.free(unsafe.Pointer(cname))
 	id := C.prep_create(cname, alignment)
 	if id < 0 {
-		return 0, fmt.Errorf("create %s: the HDF5 library refused (is the folder writable?)", name)
+		return 0, libError(fmt.Errorf("create %s", name))
 	}
 	return int64(id), nil
 }
 
 func closeFile(id int64) error {
 	if C.H5Fclose(C.hid_t(id)) < 0 {
-		return fmt.Errorf("close hdf5 file: flush failed (disk full?)")
+		return libError(errors.New("close hdf5 file"))
 	}
 	return nil
+}
+
+// libMu serializes calls into the library: its thread-safe build holds one
+// global lock anyway, and a writer's sequence of calls (create, open twice,
+// write, close) must not interleave with another's.
+var libMu sync.Mutex
+
+// lockLib takes the library and pins the goroutine to its OS thread: HDF5
+// keeps the error stack (and its printing switch) per thread, and libError
+// must read the stack of the thread the failed call ran on.
+func lockLib() {
+	libMu.Lock()
+	runtime.LockOSThread()
+	// The library would print its whole error stack on stderr; libError
+	// turns the part that matters into the returned error instead.
+	C.prep_errors_on()
+}
+
+func unlockLib() {
+	runtime.UnlockOSThread()
+	libMu.Unlock()
+}
+
+// libError adds what the library said about its last failure (on this
+// thread, since lockLib) to err, and marks a full disk as syscall.ENOSPC so
+// callers can say what to do.
+func libError(err error) error {
+	desc := C.GoString(C.prep_last_desc())
+	if desc == "" {
+		return err
+	}
+	if strings.Contains(desc, "errno = 28,") {
+		return fmt.Errorf("%w: %w", err, syscall.ENOSPC)
+	}
+	// The sec2 driver's descriptions run over several lines with a time
+	// stamp; the first line is what failed.
+	desc, _, _ = strings.Cut(desc, "\n")
+	return fmt.Errorf("%w: %s", err, strings.TrimRight(desc, ", "))
 }
 
 func datasetCreatePlist() (*hdf5.PropList, error) {

@@ -13,8 +13,8 @@ import (
 // name order. Offset is -1 for a dataset that is chunked or filtered, which
 // can only be read through the library.
 func Datasets(path string) ([]formats.DatasetInfo, error) {
-	libMu.Lock()
-	defer libMu.Unlock()
+	lockLib()
+	defer unlockLib()
 	f, err := hdf5.OpenFile(path, hdf5.F_ACC_RDONLY)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: not a readable HDF5 file: %w", path, err)
@@ -104,8 +104,8 @@ func dtypeOf(t *hdf5.Datatype) formats.DType {
 // compressed dataset that is more than it stores). bench-read uses it to
 // compare the library's speed with plain reads.
 func ReadDataset(path, name string, dst []byte) error {
-	libMu.Lock()
-	defer libMu.Unlock()
+	lockLib()
+	defer unlockLib()
 	f, err := hdf5.OpenFile(path, hdf5.F_ACC_RDONLY)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)

@@ -36,9 +36,6 @@ func (Format) Create(path string, meta formats.ShardMeta) (formats.ShardWriter, 
 	return &writer{path: path, meta: meta}, nil
 }
 
-// hdf5 is not safe for concurrent calls from Go; serialise them.
-var libMu sync.Mutex
-
 var bufPool = sync.Pool{New: func() any { return new([]byte) }}
 
 type column struct {
@@ -164,8 +161,8 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 
 // write creates the HDF5 file and its datasets.
 func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
-	libMu.Lock()
-	defer libMu.Unlock()
+	lockLib()
+	defer unlockLib()
 	fid, err := createFile(name)
 	if err != nil {
 		return nil, err
@@ -364,7 +361,7 @@ func create(f *hdf5.File, name string, t *hdf5.Datatype, shape []int, data []byt
 	defer ds.Close()
 	if len(data) > 0 {
 		if err := ds.Write(&data[0]); err != nil {
-			return formats.DatasetInfo{}, err
+			return formats.DatasetInfo{}, libError(err)
 		}
 	}
 	return formats.DatasetInfo{
