@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDiskFullThenResume converts onto a 2 MiB tmpfs: the run must stop
+// with a message that says the disk is full and to rerun with --resume,
+// leave no temp file and no damaged shard, and, once there is room, resume
+// to exactly what an uninterrupted run writes.
+func TestDiskFullThenResume(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("needs a tmpfs mount (root): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	args := func(dst string) []string {
+		return []string{"convert", "../../testdata/images", dst, "--recipe", "resize=256,crop=224", "--seed", "5",
+			"--copies", "3", "--items-per-shard", "4"}
+	}
+	clean := t.TempDir()
+	if _, stderr, code := prepRun(t, args(clean)...); code != 0 {
+		t.Fatalf("clean run exit %d: %s", code, stderr)
+	}
+	dst := dir + "/out"
+	_, stderr, code := prepRun(t, args(dst)...)
+	if code != exitFailure {
+		t.Fatalf("exit %d on a full disk, want %d; stderr:\n%s", code, exitFailure, stderr)
+	}
+	for _, want := range []string{"the disk is full", "--resume", dst + "/shard-"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "HDF5-DIAG") {
+		t.Errorf("the HDF5 error stack reached the user:\n%s", stderr)
+	}
+	want := readDir(t, clean)
+	for name, data := range readDir(t, dst) {
+		if strings.HasSuffix(name, ".tmp") {
+			t.Errorf("temp file %s left behind", name)
+		}
+		if strings.HasPrefix(name, "shard-") && !bytes.Equal(data, want[name]) {
+			t.Errorf("%s is under its final name but differs from the clean run", name)
+		}
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=64m", dir).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v: %s", err, out)
+	}
+	if _, stderr, code := prepRun(t, append(args(dst), "--resume")...); code != 0 {
+		t.Fatalf("resume exit %d: %s", code, stderr)
+	}
+	got := readDir(t, dst)
+	if len(got) != len(want) {
+		t.Fatalf("resumed run has %d files, clean run %d", len(got), len(want))
+	}
+	for name, data := range want {
+		if !bytes.Equal(data, got[name]) {
+			t.Errorf("%s differs after resume", name)
+		}
+	}
+}
