@@ -81,7 +81,7 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 
   # task 3 of 16 on a batch engine (defaults come from BATCH_TASK_INDEX/COUNT etc.)
   prep convert gs://bkt/raw gs://bkt/shards --recipe recipe.yaml --task-index 3 --task-count 16`,
-		Args: cobra.ExactArgs(2),
+		Args: positional("SRC", "DST"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runConvert(cmd, args[0], args[1], &f)
 		},

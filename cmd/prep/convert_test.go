@@ -140,7 +140,7 @@ func TestConvertErrors(t *testing.T) {
 		{"bad format", []string{"convert", "../../testdata/images", t.TempDir(), "--format", "jpeg"}, exitUsage, "hdf5, png or wav"},
 		{"missing source", []string{"convert", "/nonexistent/photos", t.TempDir()}, exitFailure, "/nonexistent/photos"},
 		{"foreign files", []string{"convert", "../../testdata/images", foreign}, exitFailure, "notes.txt"},
-		{"args", []string{"convert", "only-one"}, exitUsage, "accepts 2 arg"},
+		{"args", []string{"convert", "only-one"}, exitUsage, "convert takes SRC DST, got 1"},
 		{"strict", []string{"convert", "../../testdata/edge", t.TempDir(), "--strict"}, exitFailure, "--strict"},
 	}
 	for _, tt := range tests {

@@ -45,7 +45,7 @@ numbers are never a GPU result.`,
   prep feed-test ./shards --batch 256 --step 100ms --readers 4
   # without a GPU: exercise the pipeline into host memory
   prep feed-test ./shards --device host --json`,
-		Args: cobra.ExactArgs(1),
+		Args: positional("SHARD|DIR"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opt.Batch < 1 || opt.Readers < 1 || opt.Slots < 2 {
 				return usagef("--batch and --readers must be 1 or more, --slots 2 or more")

@@ -38,7 +38,7 @@ NVML or the GPU is missing.`,
   prep gpu-watch --duration 60s
   # only the training process, fail if it idles more than 20% of the time
   prep gpu-watch --pid 41234 --duration 5m --max-idle 0.2 --json`,
-		Args: cobra.NoArgs,
+		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if interval <= 0 || duration < 0 || maxIdle < 0 || maxIdle > 1 {
 				return usagef("--interval must be positive, --duration not negative, --max-idle between 0 and 1")

@@ -35,7 +35,7 @@ dataset offsets and shapes, and exits 1 on any mismatch.`,
 		Example: `  prep inspect ./shards
   prep inspect ./shards --verify
   prep inspect ./shards/shard-000000.h5`,
-		Args: cobra.ExactArgs(1),
+		Args: positional("DIR|SHARD"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runInspect(cmd.OutOrStdout(), args[0], verify, jsonOut)
 		},

@@ -41,6 +41,21 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
+// positional checks the number of arguments and, when it is wrong, names
+// the ones the command takes: "convert takes SRC DST, got 1 argument".
+func positional(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			return nil
+		}
+		if len(names) == 0 {
+			return usagef("%s takes no arguments, got %q", cmd.Name(), args)
+		}
+		return usagef("%s takes %s, got %d argument(s) (see prep %s --help)",
+			cmd.Name(), strings.Join(names, " "), len(args), cmd.Name())
+	}
+}
+
 // exitError carries a specific exit code with its message.
 type exitError struct {
 	code int

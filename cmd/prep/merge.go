@@ -23,7 +23,7 @@ overlap or missing task — and writes the manifest.json one process would have
 written.`,
 		Example: `  # after 16 tasks of: prep convert gs://bkt/raw gs://bkt/shards --task-count 16 ...
   prep merge-manifest gs://bkt/shards`,
-		Args: cobra.ExactArgs(1),
+		Args: positional("DST"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			sink, err := cloudsrc.OpenSink(ctx, args[0])

@@ -14,7 +14,7 @@ func newVersionCmd() *cobra.Command {
 		Use:     "version",
 		Short:   "Print prep's version",
 		Example: "  prep version",
-		Args:    cobra.NoArgs,
+		Args:    positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintf(cmd.OutOrStdout(), "prep %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
