@@ -16,7 +16,6 @@ import (
 
 	"github.com/cheggaaa/pb/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/cloudsrc"
@@ -412,12 +411,12 @@ func humanBytes(n int64) string {
 // seconds otherwise. done stops it; it may be called twice.
 func newProgress(w io.Writer) (func(convert.Progress), func()) {
 	start := time.Now()
-	if file, ok := w.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+	if fd, ok := terminal(w); ok {
 		var bar *pb.ProgressBar
 		tmpl := `{{counters . }} items {{bar . }} {{percent . }} {{speed . "%s items/s"}} {{string . "mb"}} {{rtime . "ETA %s"}}`
 		return func(p convert.Progress) {
 				if bar == nil {
-					bar = pb.New(p.TotalItems).SetTemplateString(tmpl).SetWriter(w).Start()
+					bar = newBar(w, fd, int64(p.TotalItems)).SetTemplateString(tmpl).Start()
 				}
 				bar.SetCurrent(int64(p.Items))
 				if s := time.Since(start).Seconds(); s > 0 {
