@@ -100,7 +100,7 @@ func TestBenchReadErrors(t *testing.T) {
 		{[]string{"bench-read", filepath.Join(t.TempDir(), "missing")}, exitFailure, "no such file"},
 		{[]string{"bench-read", ".", "--via", "mmap"}, exitUsage, `--via "mmap"`},
 		{[]string{"bench-read", ".", "--readers", "0"}, exitUsage, "--readers 0"},
-		{[]string{"bench-read"}, exitUsage, "accepts 1 arg"},
+		{[]string{"bench-read"}, exitUsage, "bench-read takes SHARD|DIR, got 0"},
 	} {
 		_, stderr, code := prepRun(t, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.want) {

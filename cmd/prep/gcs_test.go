@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
 
+	"github.com/prep-dev/prep/bench"
 	"github.com/prep-dev/prep/cloudsrc/gcstest"
 )
 
@@ -158,5 +160,70 @@ func TestGCSErrors(t *testing.T) {
 				t.Errorf("more than one line:\n%s", stderr)
 			}
 		})
+	}
+}
+
+// TestBenchReadGCS stages shards from a bucket, checks them against the
+// manifest, benchmarks them and leaves nothing in the staging folder; a
+// damaged object is named.
+func TestBenchReadGCS(t *testing.T) {
+	local, m := convertedShards(t)
+	var objs []gcstest.Object
+	for name, data := range readDir(t, local) {
+		objs = append(objs, gcstest.Object{Bucket: "shards", Name: "run1/" + name, Data: data})
+	}
+	bad := readDir(t, local)
+	first := m.Shards[0].File
+	damaged := bytes.Clone(bad[first])
+	damaged[len(damaged)/2] ^= 0xff
+	for name, data := range bad {
+		if name == first {
+			data = damaged
+		}
+		objs = append(objs, gcstest.Object{Bucket: "shards", Name: "damaged/" + name, Data: data})
+	}
+	gcstest.NewServer(t, objs...)
+	staging := t.TempDir()
+
+	stdout, stderr, code := prepRun(t, "bench-read", "gs://shards/run1", "--json", "--staging", staging)
+	if code != 0 {
+		t.Fatalf("bench-read gs://: exit %d: %s", code, stderr)
+	}
+	var res struct {
+		Download *bench.Fetched `json:"download"`
+		bench.ReadResult
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, stdout)
+	}
+	var files int64
+	for _, s := range m.Shards {
+		files += s.Bytes
+	}
+	if d := res.Download; d == nil || !d.Verified || d.Files != len(m.Shards)+1 || d.Bytes < files || d.MBps <= 0 {
+		t.Errorf("download report %+v, want %d files (shards + manifest), ≥ %d bytes, verified", d, len(m.Shards)+1, files)
+	}
+	if res.Samples != m.Samples || len(res.Shards) != len(m.Shards) || res.Raw.Bytes != files {
+		t.Errorf("read %d samples in %d shards (%d bytes), want %d in %d (%d)", res.Samples, len(res.Shards), res.Raw.Bytes, m.Samples, len(m.Shards), files)
+	}
+
+	// One shard, text output.
+	stdout, stderr, code = prepRun(t, "bench-read", "gs://shards/run1/"+first, "--staging", staging)
+	if code != 0 || !strings.Contains(stdout, "sha256 verified") || !strings.Contains(stdout, first) {
+		t.Errorf("bench-read one gs:// shard: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+
+	for _, tc := range []struct{ uri, want string }{
+		{"gs://shards/damaged", "gs://shards/damaged/" + first + ": sha256"},
+		{"gs://shards/nothing", "gs://shards/nothing/manifest.json: object does not exist"},
+		{"gs://nosuchbucket/x", "nosuchbucket"},
+	} {
+		_, stderr, code := prepRun(t, "bench-read", tc.uri, "--staging", staging)
+		if code != exitFailure || !strings.Contains(stderr, tc.want) {
+			t.Errorf("bench-read %s: exit %d, stderr %q; want %q", tc.uri, code, stderr, tc.want)
+		}
+	}
+	if left, _ := os.ReadDir(staging); len(left) != 0 {
+		t.Errorf("staging folder not cleaned up: %v", left)
 	}
 }
