@@ -25,11 +25,13 @@ type OpenFunc func(ctx context.Context, uri string) (io.ReadCloser, error)
 
 // Fetched reports a download of shards to local disk.
 type Fetched struct {
-	Source  string  `json:"source"`
-	Files   int     `json:"files"` // shards, plus the manifest
-	Bytes   int64   `json:"bytes"`
-	Seconds float64 `json:"seconds"`
-	MBps    float64 `json:"mb_per_s"`
+	Source string `json:"source"`
+	Files  int    `json:"files"` // shards, plus the manifest
+	// Parallel is how many shards were downloaded at once.
+	Parallel int     `json:"parallel"`
+	Bytes    int64   `json:"bytes"`
+	Seconds  float64 `json:"seconds"`
+	MBps     float64 `json:"mb_per_s"`
 	// Verified is true when every shard's sha256 matched the manifest.
 	Verified bool `json:"sha256_verified"`
 	// Target is the local path to benchmark: dir, or the one shard in it.
@@ -113,6 +115,7 @@ func Fetch(ctx context.Context, open OpenFunc, uri, dir string, opt FetchOptions
 	if parallel < 1 {
 		parallel = 4
 	}
+	res.Parallel = min(parallel, len(files))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
 	for _, f := range files {

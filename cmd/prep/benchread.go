@@ -104,7 +104,7 @@ shards are then in the page cache; add --direct to measure the disk.`,
 					verified = "sha256 verified"
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "downloaded %d files, %.1f MB from %s in %.2f s (%.0f MB/s, %d at once); %s\n\n",
-					fetched.Files, float64(fetched.Bytes)/1e6, fetched.Source, fetched.Seconds, fetched.MBps, parallel, verified)
+					fetched.Files, float64(fetched.Bytes)/1e6, fetched.Source, fetched.Seconds, fetched.MBps, fetched.Parallel, verified)
 			}
 			return res.WriteText(cmd.OutOrStdout())
 		},
