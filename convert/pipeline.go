@@ -230,6 +230,12 @@ func (r *run) sink(ctx context.Context, order <-chan *job) (err error) {
 					if err != nil {
 						return destErr(r.opt.Sink, filepath.Base(path), err)
 					}
+					if e, ok := w.(formats.Expecter); ok {
+						// The shard's planned items, each giving as many
+						// samples as this one.
+						items := min(r.items, (cur.index+1)*r.perShard) - item
+						e.Expect(items * len(j.samples[c-j.c0]))
+					}
 					cur.w = w
 				}
 				if err := cur.w.Add(s); err != nil {

@@ -137,10 +137,21 @@ func (s *Sample) Field(name string) *Field {
 // ShardWriter collects the samples of one shard. Close finishes the file
 // under its temporary name, renames it to its final name and describes it;
 // Abort removes whatever was written. Exactly one of them must be called.
+//
+// Add copies what it keeps of s: once it returns, the caller may reuse the
+// sample's tensor bytes for another sample.
 type ShardWriter interface {
 	Add(s *Sample) error
 	Close() (ShardInfo, error)
 	Abort() error
+}
+
+// Expecter is implemented by shard writers that gather samples in memory:
+// Expect tells them, before the first Add, how many samples the shard is
+// planned to hold, so that they can size their buffers once rather than
+// grow them by copying. It is a hint; more or fewer samples may come.
+type Expecter interface {
+	Expect(samples int)
 }
 
 // ShardMeta is what a writer records about the run inside each shard.

@@ -39,21 +39,31 @@ func (Format) Create(path string, meta formats.ShardMeta) (formats.ShardWriter, 
 var bufPool = sync.Pool{New: func() any { return new([]byte) }}
 
 type column struct {
-	name   string
-	dtype  formats.DType
-	shape  []int // the first sample's shape
-	fixed  bool  // every sample so far has shape
-	buf    *[]byte
+	name  string
+	dtype formats.DType
+	shape []int // the first sample's shape
+	fixed bool  // every sample so far has shape
+	buf   *[]byte
+	// shapes holds every sample's shape once the column turns ragged;
+	// while it is fixed, each shape is just shape.
 	shapes [][]int
+	n      int // samples added
 }
 
 type writer struct {
 	path   string
 	meta   formats.ShardMeta
+	expect int // planned samples (Expect), 0 if unknown
 	cols   []*column
 	labels []int64
 	keys   []string
 }
+
+// Expect sizes the shard's buffers from the first sample: growing a
+// gathered column of hundreds of MB by append copies it about twice over
+// into freshly faulted pages, which on the target VMs costs more than
+// converting the samples (DESIGN.md).
+func (w *writer) Expect(samples int) { w.expect = max(0, samples) }
 
 func (w *writer) Add(s *formats.Sample) error {
 	if err := w.check(s); err != nil {
@@ -63,16 +73,28 @@ func (w *writer) Add(s *formats.Sample) error {
 		for _, f := range s.Fields {
 			buf := bufPool.Get().(*[]byte)
 			*buf = (*buf)[:0]
+			if need := w.expect * len(f.Data); cap(*buf) < need {
+				*buf = make([]byte, 0, need)
+			}
 			w.cols = append(w.cols, &column{name: f.Name, dtype: f.DType, shape: slices.Clone(f.Shape), fixed: true, buf: buf})
 		}
+		w.labels = make([]int64, 0, w.expect)
+		w.keys = make([]string, 0, w.expect)
 	}
 	for i, f := range s.Fields {
 		c := w.cols[i]
 		if c.fixed && !slices.Equal(f.Shape, c.shape) {
 			c.fixed = false
+			c.shapes = make([][]int, c.n, max(c.n+1, w.expect))
+			for k := range c.shapes {
+				c.shapes[k] = c.shape
+			}
 		}
-		c.shapes = append(c.shapes, slices.Clone(f.Shape))
+		if !c.fixed {
+			c.shapes = append(c.shapes, slices.Clone(f.Shape))
+		}
 		*c.buf = append(*c.buf, f.Data...)
+		c.n++
 	}
 	w.labels = append(w.labels, s.Label)
 	w.keys = append(w.keys, s.Key)

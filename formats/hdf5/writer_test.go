@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -149,6 +150,43 @@ func TestReproducible(t *testing.T) {
 	b := writeShard(t, filepath.Join(dir, "b.h5"), imageSample("k1", 0, 3, 3, 1), imageSample("k2", 1, 3, 3, 2))
 	if a.SHA256 != b.SHA256 {
 		t.Fatalf("equal samples gave different shards: %s vs %s", a.SHA256, b.SHA256)
+	}
+}
+
+// TestExpect checks that the size hint, right or wrong, changes no byte,
+// also when the column turns ragged after some samples.
+func TestExpect(t *testing.T) {
+	dir := t.TempDir()
+	samples := []*formats.Sample{imageSample("k1", 0, 3, 3, 1), imageSample("k2", 1, 3, 3, 2), imageSample("k3", 1, 4, 3, 3)}
+	var sums []string
+	for _, expect := range []int{-1, 0, 1, 3, 100} {
+		path := filepath.Join(dir, fmt.Sprintf("e%d.h5", expect))
+		w, err := Format{}.Create(path, formats.ShardMeta{Version: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if expect >= 0 {
+			w.(formats.Expecter).Expect(expect)
+		}
+		for _, s := range samples {
+			if err := w.Add(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		info, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, info.SHA256)
+	}
+	for i, s := range sums[1:] {
+		if s != sums[0] {
+			t.Errorf("hint case %d: sha256 %s, without a hint %s", i+1, s, sums[0])
+		}
+	}
+	m := h5py(t, filepath.Join(dir, "e3.h5"), `out["shapes"] = f["shapes"][...].tolist()`)
+	if want := []any{[]any{3, 3, 3}, []any{3, 3, 3}, []any{4, 3, 3}}; !jsonEqual(m["shapes"], want) {
+		t.Errorf("shapes = %v, want %v", m["shapes"], want)
 	}
 }
 
