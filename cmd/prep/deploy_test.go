@@ -272,6 +272,46 @@ func TestDeployRejects(t *testing.T) {
 	}
 }
 
+// TestDeployReadmeCommands runs the CLI's flag parsing on every prep command
+// in the code blocks of the README's "Running on many machines".
+func TestDeployReadmeCommands(t *testing.T) {
+	clearTaskEnv(t)
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n## Running on many machines\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Running on many machines" section`)
+	}
+	if i := strings.Index(section, "\n## "); i >= 0 {
+		section = section[:i]
+	}
+	var n int
+	for i, block := range strings.Split(section, "```")[1:] {
+		if i%2 == 1 {
+			continue // prose between blocks
+		}
+		for _, line := range strings.Split(block, "\n") {
+			if !strings.HasPrefix(line, "prep ") {
+				continue
+			}
+			words, err := shellWords(line, nil)
+			if err != nil || len(words) != 1 {
+				t.Errorf("README.md: %s: %v", line, err)
+				continue
+			}
+			if _, err := checkCall(prepCall{file: "README.md", where: "Running on many machines", argv: words[0][1:]}); err != nil {
+				t.Error(err)
+			}
+			n++
+		}
+	}
+	if n < 4 {
+		t.Errorf("checked %d prep commands in the README section, want the 4 or more it shows", n)
+	}
+}
+
 func TestShellWords(t *testing.T) {
 	env := map[string]string{"A": "x y", "B": "b", "E": ""}
 	tests := []struct {
