@@ -12,6 +12,19 @@ func BenchmarkResizeCrop(b *testing.B) {
 	benchRecipe(b, "resize=256,crop=224")
 }
 
+// BenchmarkResizeCropBuffers is BenchmarkResizeCrop reusing its memory
+// from one call to the next.
+func BenchmarkResizeCropBuffers(b *testing.B) {
+	r := mustParse(b, "resize=256,crop=224")
+	img := noiseImage(1024, 768, 1)
+	rng := newRand(1)
+	var buf Buffers
+	b.ReportAllocs()
+	for b.Loop() {
+		r.ApplyBuffers(img, rng, &buf)
+	}
+}
+
 // BenchmarkResizeCropImaging is the baseline for BenchmarkResizeCrop: the
 // same steps with imaging.Resize and imaging.CropCenter.
 func BenchmarkResizeCropImaging(b *testing.B) {
@@ -46,7 +59,7 @@ func BenchmarkResize(b *testing.B) {
 		name   string
 		resize func()
 	}{
-		{"fixed-point", func() { resample(img, 341, 256) }},
+		{"fixed-point", func() { resample(img, 341, 256, nil) }},
 		{"imaging-CatmullRom", func() { imaging.Resize(img, 341, 256, imaging.CatmullRom) }},
 		{"imaging-Lanczos", func() { imaging.Resize(img, 341, 256, imaging.Lanczos) }},
 	} {

@@ -58,17 +58,22 @@ func (o resize) String() string {
 }
 
 func (o resize) applyImage(img *image.NRGBA, _ *rand.Rand) (*image.NRGBA, any) {
+	return o.apply(img, nil), nil
+}
+
+// apply resizes img, resampling into memory of buf.
+func (o resize) apply(img *image.NRGBA, buf *Buffers) *image.NRGBA {
 	sw, sh := img.Rect.Dx(), img.Rect.Dy()
 	if sw <= 0 || sh <= 0 {
-		return img, nil
+		return img
 	}
 	w, h := o.scaled(sw, sh)
-	scaled := resizeTo(img, w, h)
+	scaled := resizeTo(img, w, h, buf)
 	if !o.fit {
-		return scaled, nil
+		return scaled
 	}
 	x, y := (o.w-w)/2, (o.h-h)/2
-	return cropPad(scaled, image.Rect(-x, -y, o.w-x, o.h-y)), nil
+	return cropPad(scaled, image.Rect(-x, -y, o.w-x, o.h-y))
 }
 
 // scaled returns the size an sw x sh image is resampled to (for fit, the
@@ -95,29 +100,28 @@ func (o resize) scaled(sw, sh int) (w, h int) {
 // resampling only the pixels the crop keeps: the same bytes and draws as
 // the two ops in turn, for about two thirds of the work on resize=256,
 // crop=224.
-func resizeCrop(rs resize, c crop, img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any) {
+func resizeCrop(rs resize, c crop, img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*image.NRGBA, any) {
 	sw, sh := img.Rect.Dx(), img.Rect.Dy()
 	if rs.fit || sw <= 0 || sh <= 0 {
-		img, _ = rs.applyImage(img, rng)
-		return c.applyImage(img, rng)
+		return c.applyImage(rs.apply(img, buf), rng)
 	}
 	w, h := rs.scaled(sw, sh)
 	x, y, p := c.place(w, h, rng)
 	win := image.Rect(x, y, x+c.w, y+c.h)
 	if (w == sw && h == sh) || !win.In(image.Rect(0, 0, w, h)) {
 		// Nothing to resample, or a window with padding.
-		return cropPad(resizeTo(img, w, h), win), p
+		return cropPad(resizeTo(img, w, h, buf), win), p
 	}
-	return resampleWindow(img, w, h, win), p
+	return resampleWindow(img, w, h, win, buf), p
 }
 
 // resizeTo resamples img to w x h, returning img itself when it already
 // has that size.
-func resizeTo(img *image.NRGBA, w, h int) *image.NRGBA {
+func resizeTo(img *image.NRGBA, w, h int, buf *Buffers) *image.NRGBA {
 	if img.Rect.Dx() == w && img.Rect.Dy() == h {
 		return img
 	}
-	return resample(img, w, h)
+	return resample(img, w, h, buf)
 }
 
 // crop cuts a w x h window, centered or (random) at a uniform position.
@@ -263,6 +267,11 @@ func (o rrc) String() string {
 }
 
 func (o rrc) applyImage(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any) {
+	return o.apply(img, rng, nil)
+}
+
+// apply is applyImage, resampling into memory of buf.
+func (o rrc) apply(img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*image.NRGBA, any) {
 	sw, sh := img.Rect.Dx(), img.Rect.Dy()
 	if sw <= 0 || sh <= 0 {
 		return img, nil
@@ -272,7 +281,7 @@ func (o rrc) applyImage(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any) {
 	if w == o.w && h == o.h {
 		return cropPad(img, win), []int{x, y, w, h}
 	}
-	return resample(img.SubImage(win.Add(img.Rect.Min)).(*image.NRGBA), o.w, o.h), []int{x, y, w, h}
+	return resample(img.SubImage(win.Add(img.Rect.Min)).(*image.NRGBA), o.w, o.h, buf), []int{x, y, w, h}
 }
 
 // window is torchvision's RandomResizedCrop.get_params: up to 10 tries of

@@ -240,10 +240,20 @@ func (r *Recipe) String() string {
 // return img itself. Ops draw from rng in recipe order, so the same image and rng
 // state give the same bytes.
 func (r *Recipe) Apply(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, map[string]any) {
+	return r.ApplyBuffers(img, rng, nil)
+}
+
+// ApplyBuffers is Apply, with the resampled images in memory of buf, which
+// they share with the results of earlier calls with the same buf: the
+// result is valid until the next call with buf, and img must not be one
+// such result. A nil buf allocates, as Apply does. The bytes are those of
+// Apply.
+func (r *Recipe) ApplyBuffers(img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*image.NRGBA, map[string]any) {
 	params := map[string]any{}
 	if r == nil {
 		return img, params
 	}
+	buf.reset()
 	seen := map[string]int{}
 	for i := 0; i < len(r.ops); i++ {
 		o := r.ops[i]
@@ -255,13 +265,20 @@ func (r *Recipe) Apply(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, map[stri
 		rs, isResize := o.(resize)
 		if c, isCrop := r.opAt(i + 1).(crop); isResize && isCrop {
 			// The most common recipe: resample only what the crop keeps.
-			img, p = resizeCrop(rs, c, img, rng)
+			img, p = resizeCrop(rs, c, img, rng, buf)
 			record(params, seen, rs, nil)
 			record(params, seen, c, p)
 			i++
 			continue
 		}
-		img, p = io.applyImage(img, rng)
+		switch o := o.(type) {
+		case resize:
+			img = o.apply(img, buf)
+		case rrc:
+			img, p = o.apply(img, rng, buf)
+		default:
+			img, p = io.applyImage(img, rng)
+		}
 		record(params, seen, o, p)
 	}
 	return img, params

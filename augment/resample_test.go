@@ -32,7 +32,7 @@ func TestResample(t *testing.T) {
 		{"tiny source", src.SubImage(image.Rect(0, 0, 2, 3)).(*image.NRGBA), 30, 20},
 	}
 	for _, tt := range tests {
-		got := resample(tt.img, tt.w, tt.h)
+		got := resample(tt.img, tt.w, tt.h, nil)
 		want := imaging.Resize(tt.img, tt.w, tt.h, imaging.CatmullRom)
 		if got.Rect != image.Rect(0, 0, tt.w, tt.h) {
 			t.Errorf("%s: bounds %v", tt.name, got.Rect)
@@ -50,7 +50,7 @@ func TestResample(t *testing.T) {
 func TestResampleTransparent(t *testing.T) {
 	img := noiseImage(64, 64, 7)
 	img.Pix[3] = 0
-	got := resample(img, 20, 30)
+	got := resample(img, 20, 30, nil)
 	want := imaging.Resize(img, 20, 30, imaging.CatmullRom)
 	if !bytes.Equal(got.Pix, want.Pix) {
 		t.Error("a transparent image was not resized by imaging.Resize")

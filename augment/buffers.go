@@ -1,0 +1,76 @@
+package augment
+
+import "image"
+
+// Buffers lets successive calls of Recipe.ApplyBuffers reuse the memory of
+// their intermediate and final images, and the resampling weights, rather
+// than allocate them for every sample: on the target VMs touching fresh
+// memory costs more than resampling it (DESIGN.md). The zero value is
+// ready; a Buffers is not safe for concurrent use, so give each worker its
+// own.
+type Buffers struct {
+	pix  [][]byte // pixel buffers; the first used are handed out in this call
+	used int
+	acc  []int32
+	taps map[[2]int]taps // by (destination, source) size
+}
+
+// maxTaps bounds the weights kept: a dataset of many image sizes would
+// otherwise keep one set per size pair.
+const maxTaps = 64
+
+// reset starts a call: every buffer handed out before may be reused.
+func (b *Buffers) reset() {
+	if b != nil {
+		b.used = 0
+	}
+}
+
+// image returns a w×h image whose pixels may hold old data, so callers
+// must write every byte. Within one call each image has its own memory;
+// a nil b allocates.
+func (b *Buffers) image(w, h int) *image.NRGBA {
+	if b == nil {
+		return image.NewNRGBA(image.Rect(0, 0, w, h))
+	}
+	n := 4 * w * h
+	if b.used == len(b.pix) {
+		b.pix = append(b.pix, nil)
+	}
+	p := &b.pix[b.used]
+	b.used++
+	if cap(*p) < n {
+		*p = make([]byte, n)
+	}
+	return &image.NRGBA{Pix: (*p)[:n], Stride: 4 * w, Rect: image.Rect(0, 0, w, h)}
+}
+
+// accum returns a zeroed accumulator of n values.
+func (b *Buffers) accum(n int) []int32 {
+	if b == nil {
+		return make([]int32, n)
+	}
+	if cap(b.acc) < n {
+		b.acc = make([]int32, n)
+	}
+	b.acc = b.acc[:n]
+	clear(b.acc)
+	return b.acc
+}
+
+// weights returns makeTaps(dstSize, srcSize), computed once per size pair.
+func (b *Buffers) weights(dstSize, srcSize int) taps {
+	if b == nil {
+		return makeTaps(dstSize, srcSize)
+	}
+	k := [2]int{dstSize, srcSize}
+	if t, ok := b.taps[k]; ok {
+		return t
+	}
+	if b.taps == nil || len(b.taps) >= maxTaps {
+		b.taps = map[[2]int]taps{}
+	}
+	t := makeTaps(dstSize, srcSize)
+	b.taps[k] = t
+	return t
+}
