@@ -141,9 +141,12 @@ func BenchmarkImages(b *testing.B) {
 				for range b.N {
 					forEach(n, workers, func(i int) {
 						in := &Input{Key: "k", Data: files[i/benchCopies]}
-						if _, err := h.Samples(context.Background(), in, i%benchCopies, NewRand(0, in.Key, i)); err != nil {
+						s, err := h.Samples(context.Background(), in, i%benchCopies, NewRand(0, in.Key, i))
+						if err != nil {
 							b.Error(err)
+							return
 						}
+						h.(Recycler).Recycle(s)
 					})
 				}
 				b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "img/s")

@@ -29,6 +29,14 @@ type Handler interface {
 	Samples(ctx context.Context, in *Input, copy int, rng *rand.Rand) ([]formats.Sample, error)
 }
 
+// Recycler is implemented by handlers whose samples hold memory worth
+// reusing. The pipeline hands a sample back through Recycle once the shard
+// writer has copied it (formats.ShardWriter.Add returned) and touches it no
+// more; so may any other caller that is done with a sample.
+type Recycler interface {
+	Recycle(samples []formats.Sample)
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, in *Input, copy int, rng *rand.Rand) ([]formats.Sample, error)
 

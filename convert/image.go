@@ -4,7 +4,9 @@ import (
 	"context"
 	"image"
 	"math/rand/v2"
+	"sync"
 
+	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/formats"
 )
 
@@ -16,36 +18,116 @@ type ImageDecoder func(data []byte, minSide int) (*image.NRGBA, error)
 // minSide is the recipe's hint for the decoder (0: full size). release,
 // if not nil, takes back the decoded image once its pixels are copied, so
 // the decoder can reuse memory it has already touched.
+//
+// The handler reuses memory too: an augment.Recipe resamples into
+// per-worker buffers, and the tensors handed back through Recycle hold
+// the next samples.
 func NewImageHandler(decode ImageDecoder, release func(*image.NRGBA), aug ImageAugmenter, minSide int) Handler {
-	return HandlerFunc(func(_ context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
-		img, err := decode(in.Data, minSide)
-		if err != nil {
-			return nil, err
+	h := &imageHandler{decode: decode, release: release, aug: aug, minSide: minSide}
+	h.bufs.New = func() any { return new(augment.Buffers) }
+	return h
+}
+
+// bufferedAugmenter is an ImageAugmenter that can resample into memory
+// kept from earlier calls (augment.Recipe).
+type bufferedAugmenter interface {
+	ApplyBuffers(img *image.NRGBA, rng *rand.Rand, buf *augment.Buffers) (*image.NRGBA, map[string]any)
+}
+
+type imageHandler struct {
+	decode  ImageDecoder
+	release func(*image.NRGBA)
+	aug     ImageAugmenter
+	minSide int
+
+	bufs sync.Pool // *augment.Buffers, one per sample being augmented
+
+	mu   sync.Mutex
+	free [][]byte // tensor bytes handed back by Recycle
+}
+
+// maxFree bounds the tensors kept for reuse; more than the pipeline has
+// in flight would only hold memory.
+const maxFree = 64
+
+func (h *imageHandler) Samples(_ context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
+	img, err := h.decode(in.Data, h.minSide)
+	if err != nil {
+		return nil, err
+	}
+	var t formats.Tensor
+	var params map[string]any
+	switch aug := h.aug.(type) {
+	case nil:
+		t = h.tensor(img)
+	case bufferedAugmenter:
+		buf := h.bufs.Get().(*augment.Buffers)
+		var out *image.NRGBA
+		out, params = aug.ApplyBuffers(img, rng, buf)
+		t = h.tensor(out) // out may be buf's memory: copy it before buf goes back
+		h.bufs.Put(buf)
+	default:
+		var out *image.NRGBA
+		out, params = aug.Apply(img, rng)
+		t = h.tensor(out)
+	}
+	if h.release != nil {
+		h.release(img)
+	}
+	return []formats.Sample{{
+		Key:    in.Key,
+		Source: in.Source,
+		Label:  in.Label,
+		Fields: []formats.Field{{Name: formats.DataField, Tensor: t}},
+		Params: params,
+	}}, nil
+}
+
+// tensor copies img into an RGB tensor, reusing recycled bytes if any.
+func (h *imageHandler) tensor(img *image.NRGBA) formats.Tensor {
+	n := img.Rect.Dx() * img.Rect.Dy() * 3
+	var data []byte
+	h.mu.Lock()
+	for k := len(h.free) - 1; k >= 0 && data == nil; k-- {
+		if cap(h.free[k]) >= n {
+			data = h.free[k][:n]
+			h.free[k] = h.free[len(h.free)-1]
+			h.free[len(h.free)-1] = nil
+			h.free = h.free[:len(h.free)-1]
 		}
-		out, params := img, map[string]any(nil)
-		if aug != nil {
-			out, params = aug.Apply(img, rng)
+	}
+	h.mu.Unlock()
+	if data == nil {
+		data = make([]byte, n)
+	}
+	return rgbInto(data, img)
+}
+
+// Recycle takes back the tensor bytes of samples this handler made, once
+// the shard writer has copied them.
+func (h *imageHandler) Recycle(samples []formats.Sample) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range samples {
+		for _, f := range samples[i].Fields {
+			if len(h.free) < maxFree && cap(f.Data) > 0 {
+				h.free = append(h.free, f.Data[:0])
+			}
 		}
-		t := RGBTensor(out)
-		if release != nil {
-			release(img)
-		}
-		return []formats.Sample{{
-			Key:    in.Key,
-			Source: in.Source,
-			Label:  in.Label,
-			Fields: []formats.Field{{Name: formats.DataField, Tensor: t}},
-			Params: params,
-		}}, nil
-	})
+		samples[i].Fields = nil
+	}
 }
 
 // RGBTensor copies an image into an (H, W, 3) uint8 tensor, dropping alpha
 // as PIL's convert("RGB") does.
 func RGBTensor(img *image.NRGBA) formats.Tensor {
+	return rgbInto(make([]byte, img.Rect.Dx()*img.Rect.Dy()*3), img)
+}
+
+// rgbInto is RGBTensor into out, which holds exactly H×W×3 bytes.
+func rgbInto(out []byte, img *image.NRGBA) formats.Tensor {
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
-	out := make([]byte, w*h*3)
 	for y := 0; y < h; y++ {
 		off := img.PixOffset(b.Min.X, b.Min.Y+y)
 		row := img.Pix[off : off+4*w]

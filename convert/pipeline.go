@@ -249,6 +249,9 @@ func (r *run) sink(ctx context.Context, order <-chan *job) (err error) {
 				p.Samples++
 				p.Bytes += s.Bytes()
 			}
+			if rc, ok := r.opt.Handler(j.entry.Key).(Recycler); ok {
+				rc.Recycle(j.samples[c-j.c0])
+			}
 			p.Items++
 		}
 		j.samples = nil
