@@ -209,31 +209,56 @@ func hasExt(key string, exts []string) bool {
 	return false
 }
 
-func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
-	ctx := cmd.Context()
-	shardSize, err := parseSize(f.shardSize)
-	if err != nil {
-		return usageError{fmt.Errorf("--shard-size: %w", err)}
+// checkedFlags is what convert's flags give once checked.
+type checkedFlags struct {
+	shardSize            int64
+	recipe               *augment.Recipe
+	taskIndex, taskCount int
+}
+
+// check validates every flag that needs no look at SRC; the deploy test
+// runs it on each convert invocation in deploy/.
+func (f *convertFlags) check() (checkedFlags, error) {
+	var c checkedFlags
+	var err error
+	if c.shardSize, err = parseSize(f.shardSize); err != nil {
+		return c, usageError{fmt.Errorf("--shard-size: %w", err)}
 	}
 	if f.copies < 1 {
-		return usagef("--copies %d: must be at least 1", f.copies)
+		return c, usagef("--copies %d: must be at least 1", f.copies)
 	}
 	if f.workers < 0 || f.ioWorkers < 1 {
-		return usagef("--workers must be >= 0 and --io-workers >= 1")
+		return c, usagef("--workers must be >= 0 and --io-workers >= 1")
 	}
-	taskIndex, taskCount, err := taskFromEnv(f.taskIndex, f.taskCount)
-	if err != nil {
-		return err
+	if c.taskIndex, c.taskCount, err = taskFromEnv(f.taskIndex, f.taskCount); err != nil {
+		return c, err
 	}
-	recipe, err := augment.ParseOrLoad(f.recipe)
-	if err != nil {
-		return usageError{err}
+	if c.recipe, err = augment.ParseOrLoad(f.recipe); err != nil {
+		return c, usageError{err}
 	}
 	switch f.decoder {
 	case "auto", "go", "turbo":
 	default:
-		return usagef("--decoder %q: want auto, turbo or go", f.decoder)
+		return c, usagef("--decoder %q: want auto, turbo or go", f.decoder)
 	}
+	if f.splitAxis != -1 && f.splitAxis != 0 {
+		return c, usagef("--split-axis %d: want -1 (a file is a sample) or 0 (rows are samples)", f.splitAxis)
+	}
+	if f.format != "" { // "" is decided from the inputs
+		if _, err := pickFormat(f.format, nil); err != nil {
+			return c, err
+		}
+	}
+	return c, checkMediaFlags(f)
+}
+
+func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
+	ctx := cmd.Context()
+	c, err := f.check()
+	if err != nil {
+		return err
+	}
+	shardSize, recipe, taskIndex, taskCount := c.shardSize, c.recipe, c.taskIndex, c.taskCount
 	decOpt := imgdec.Options{MaxPixels: f.maxPixels, Decoder: f.decoder}
 	imageHandler := convert.NewImageHandler(func(data []byte, minSide int) (*image.NRGBA, error) {
 		o := decOpt
@@ -241,12 +266,6 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 		img, _, err := imgdec.Decode(data, o)
 		return img, err
 	}, imgdec.Release, recipe, recipe.MinSide())
-	if f.splitAxis != -1 && f.splitAxis != 0 {
-		return usagef("--split-axis %d: want -1 (a file is a sample) or 0 (rows are samples)", f.splitAxis)
-	}
-	if err := checkMediaFlags(f); err != nil {
-		return err
-	}
 	npyHandler := convert.NewNPYHandler(convert.NPYOptions{SplitAxis: f.splitAxis})
 	videoHandler := convert.NewVideoHandler(f.video, recipe)
 	audioHandler := convert.NewAudioHandler(f.audio, recipe)

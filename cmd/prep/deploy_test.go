@@ -26,8 +26,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
-
-	"github.com/prep-dev/prep/augment"
 )
 
 // deployFiles are the files checked, relative to the repository root.
@@ -132,6 +130,12 @@ func TestDeployRejects(t *testing.T) {
 		{"bad format", "deploy/batch-job.json",
 			[]edit{{`"--format", "hdf5"`, `"--format", "h5"`}},
 			[]string{"taskGroups[0].runnables[0] task 0", `--format "h5"`}},
+		{"no copies", "deploy/batch-job.json",
+			[]edit{{`"--workers", "8"`, `"--workers", "8", "--copies", "0"`}},
+			[]string{"taskGroups[0].runnables[0] task 0", "--copies 0"}},
+		{"bad decoder", "deploy/cloudbuild.yaml",
+			[]edit{{`--task-index, "0"`, `--task-index, "0", --decoder, libjpeg`}},
+			[]string{"step convert-0", `--decoder "libjpeg"`}},
 		{"bad recipe", "deploy/k8s-indexed-job.yaml",
 			[]edit{{`"resize=256,crop=224:random,hflip=0.5"`, `"resize=256,crop=224:random,flip=0.5"`}},
 			[]string{"Job prep-convert container prep", "--recipe", "flip"}},
@@ -406,9 +410,9 @@ func checkCall(c prepCall) (*checkedCall, error) {
 	return cc, nil
 }
 
-// checkConvertFlags makes the checks runConvert makes before it lists SRC,
-// through the same functions, and resolves the task as the engine's
-// variables give it.
+// checkConvertFlags runs convert's own flag check (convertFlags.check)
+// on the parsed flags, with the task resolved as the engine's variables
+// give it.
 func checkConvertFlags(cc *checkedCall) error {
 	fl := cc.cmd.Flags()
 	var errs []error
@@ -428,34 +432,21 @@ func checkConvertFlags(cc *checkedCall) error {
 		return v
 	}
 	var f convertFlags
-	f.shardSize, f.recipe, f.format = str("shard-size"), str("recipe"), str("format")
+	f.shardSize, f.recipe, f.format, f.decoder = str("shard-size"), str("recipe"), str("format"), str("decoder")
+	f.copies, f.workers, f.ioWorkers, f.splitAxis = num("copies"), num("workers"), num("io-workers"), num("split-axis")
 	f.taskIndex, f.taskCount = num("task-index"), num("task-count")
 	f.video.FPS, f.video.Every, f.video.Clip, f.video.MaxFrames = float("fps"), num("every"), num("clip"), num("max-frames")
 	f.audio.Rate, f.audio.Channels, f.audio.Duration, f.audio.SampleFormat = num("rate"), num("channels"), float("duration"), str("sample-format")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("the test reads a convert flag that is gone: %w", err)
 	}
-	if _, err := parseSize(f.shardSize); err != nil {
-		return fmt.Errorf("--shard-size: %w", err)
-	}
 	if ext := strings.ToLower(path.Ext(f.recipe)); (ext == ".yaml" || ext == ".yml" || ext == ".json") && !strings.Contains(f.recipe, "=") {
 		return fmt.Errorf("--recipe %s: a recipe file is not in the image; give the recipe inline, so it can be checked here", f.recipe)
 	}
-	if _, err := augment.ParseOrLoad(f.recipe); err != nil {
-		return fmt.Errorf("--recipe: %w", err)
-	}
-	if f.format != "" { // "" is decided from the inputs
-		if _, err := pickFormat(f.format, nil); err != nil {
-			return err
-		}
-	}
-	if err := checkMediaFlags(&f); err != nil {
-		return err
-	}
+	var c checkedFlags
 	var err error
-	withEnv(cc.env, func() {
-		cc.taskIndex, cc.taskCount, err = taskFromEnv(f.taskIndex, f.taskCount)
-	})
+	withEnv(cc.env, func() { c, err = f.check() })
+	cc.taskIndex, cc.taskCount = c.taskIndex, c.taskCount
 	return err
 }
 
