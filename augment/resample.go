@@ -178,28 +178,41 @@ func dot3(src []byte, ws []int32) (r, g, b int32) {
 
 // resampleV resizes the height of an opaque image with the taps t, for the
 // destination rows y0 to y1; img's first row is source row base. It works
-// a row at a time so that every pass reads the source sequentially.
+// a row at a time so that every pass reads the source sequentially, and
+// adds four source rows a pass over all four channels (alpha is computed
+// and dropped): the plain loop over bytes, without per-pixel slicing, ran
+// 1.5 times as fast as three channels a pixel. Integer sums are exact in
+// any order, so the bytes do not change.
 func resampleV(img *image.NRGBA, t taps, base, y0, y1 int, buf *Buffers) *image.NRGBA {
 	w, h, n := img.Rect.Dx(), y1-y0, t.n
 	dst := buf.image(w, h)
-	acc := buf.accum(w * 3)
+	acc := buf.accum(w * 4)
+	row := func(y int) []byte {
+		return img.Pix[img.PixOffset(img.Rect.Min.X, img.Rect.Min.Y+y-base):][:w*4]
+	}
 	for y := range h {
 		clear(acc)
-		for k, wk := range t.w[(y0+y)*n:][:n] {
-			if wk == 0 {
-				continue
+		ws, first := t.w[(y0+y)*n:][:n], t.start[y0+y]
+		k := 0
+		for ; k+3 < n; k += 4 {
+			w0, w1, w2, w3 := ws[k], ws[k+1], ws[k+2], ws[k+3]
+			r0, r1, r2, r3 := row(first+k), row(first+k+1), row(first+k+2), row(first+k+3)
+			r1, r2, r3 = r1[:len(r0)], r2[:len(r0)], r3[:len(r0)]
+			a := acc[:len(r0)]
+			for i, v := range r0 {
+				a[i] += w0*int32(v) + w1*int32(r1[i]) + w2*int32(r2[i]) + w3*int32(r3[i])
 			}
-			row := img.Pix[img.PixOffset(img.Rect.Min.X, img.Rect.Min.Y+t.start[y0+y]+k-base):][:w*4]
-			for x := range w {
-				p, a := row[x*4:][:3], acc[x*3:][:3]
-				a[0] += wk * int32(p[0])
-				a[1] += wk * int32(p[1])
-				a[2] += wk * int32(p[2])
+		}
+		for ; k < n; k++ {
+			wk, r0 := ws[k], row(first+k)
+			a := acc[:len(r0)]
+			for i, v := range r0 {
+				a[i] += wk * int32(v)
 			}
 		}
 		out := dst.Pix[y*dst.Stride:][:w*4]
 		for x := range w {
-			a, d := acc[x*3:][:3], out[x*4:][:4]
+			a, d := acc[x*4:][:3], out[x*4:][:4]
 			d[0], d[1], d[2], d[3] = fixed8(a[0]), fixed8(a[1]), fixed8(a[2]), 255
 		}
 	}
