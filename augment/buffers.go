@@ -9,7 +9,7 @@ import "image"
 // ready; a Buffers is not safe for concurrent use, so give each worker its
 // own.
 type Buffers struct {
-	pix  [][]byte // pixel buffers; the first used are handed out in this call
+	imgs []*image.NRGBA // the first used are handed out in this call
 	used int
 	acc  []int32
 	taps map[[2]int]taps // by (destination, source) size
@@ -34,15 +34,16 @@ func (b *Buffers) image(w, h int) *image.NRGBA {
 		return image.NewNRGBA(image.Rect(0, 0, w, h))
 	}
 	n := 4 * w * h
-	if b.used == len(b.pix) {
-		b.pix = append(b.pix, nil)
+	if b.used == len(b.imgs) {
+		b.imgs = append(b.imgs, new(image.NRGBA))
 	}
-	p := &b.pix[b.used]
+	img := b.imgs[b.used]
 	b.used++
-	if cap(*p) < n {
-		*p = make([]byte, n)
+	if cap(img.Pix) < n {
+		img.Pix = make([]byte, n)
 	}
-	return &image.NRGBA{Pix: (*p)[:n], Stride: 4 * w, Rect: image.Rect(0, 0, w, h)}
+	img.Pix, img.Stride, img.Rect = img.Pix[:n], 4*w, image.Rect(0, 0, w, h)
+	return img
 }
 
 // accum returns a zeroed accumulator of n values.

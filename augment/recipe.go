@@ -254,7 +254,6 @@ func (r *Recipe) ApplyBuffers(img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*
 		return img, params
 	}
 	buf.reset()
-	seen := map[string]int{}
 	for i := 0; i < len(r.ops); i++ {
 		o := r.ops[i]
 		io, ok := o.(imageOp)
@@ -266,8 +265,7 @@ func (r *Recipe) ApplyBuffers(img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*
 		if c, isCrop := r.opAt(i + 1).(crop); isResize && isCrop {
 			// The most common recipe: resample only what the crop keeps.
 			img, p = resizeCrop(rs, c, img, rng, buf)
-			record(params, seen, rs, nil)
-			record(params, seen, c, p)
+			r.record(params, i+1, p)
 			i++
 			continue
 		}
@@ -279,7 +277,7 @@ func (r *Recipe) ApplyBuffers(img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*
 		default:
 			img, p = io.applyImage(img, rng)
 		}
-		record(params, seen, o, p)
+		r.record(params, i, p)
 	}
 	return img, params
 }
@@ -300,28 +298,67 @@ func (r *Recipe) ApplyAudio(pcm []float32, channels, rate int, rng *rand.Rand) m
 	if r == nil || channels <= 0 {
 		return params
 	}
-	seen := map[string]int{}
-	for _, o := range r.ops {
+	for i, o := range r.ops {
 		ao, ok := o.(audioOp)
 		if !ok {
 			continue
 		}
-		record(params, seen, o, ao.applyAudio(pcm, channels, rate, rng))
+		r.record(params, i, ao.applyAudio(pcm, channels, rate, rng))
 	}
 	return params
 }
 
-// record stores an op's drawn values under its name, numbering repeats.
-func record(params map[string]any, seen map[string]int, o op, p any) {
-	name, _, _ := strings.Cut(o.String(), "=")
-	seen[name]++
+// record stores the values p drawn by op i under the op's name, numbering
+// repeats ("hflip.2" for the second hflip). It counts names rather than
+// keep a map of them, and names ops without formatting them, so that
+// recording costs no allocation.
+func (r *Recipe) record(params map[string]any, i int, p any) {
 	if p == nil {
 		return
 	}
-	if n := seen[name]; n > 1 {
+	name, n := opName(r.ops[i]), 1
+	for _, o := range r.ops[:i] {
+		if opName(o) == name {
+			n++
+		}
+	}
+	if n > 1 {
 		name += "." + strconv.Itoa(n)
 	}
 	params[name] = p
+}
+
+// opName is the name in the op's String, "name=value".
+func opName(o op) string {
+	switch o := o.(type) {
+	case resize:
+		return "resize"
+	case crop:
+		return "crop"
+	case rrc:
+		return "rrc"
+	case flip:
+		if o.vertical {
+			return "vflip"
+		}
+		return "hflip"
+	case rotate:
+		return "rotate"
+	case jitter:
+		return "jitter"
+	case gray:
+		return "gray"
+	case blur:
+		return "blur"
+	case gain:
+		return "gain"
+	case shift:
+		return "shift"
+	case noise:
+		return "noise"
+	}
+	name, _, _ := strings.Cut(o.String(), "=")
+	return name
 }
 
 // MinSide returns the smallest shorter side, in pixels, that a decoder may

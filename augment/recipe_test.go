@@ -314,6 +314,20 @@ func TestApplyParamsRepeatedOps(t *testing.T) {
 	}
 }
 
+// TestOpName checks that the names params are keyed by are those of the
+// ops' String, for every op.
+func TestOpName(t *testing.T) {
+	r := mustParse(t, fullRecipe+",gain=-6-6,shift=0.1:roll,noise=20-30")
+	if len(r.ops) != 13 {
+		t.Fatalf("%d ops, want 13", len(r.ops))
+	}
+	for _, o := range r.ops {
+		if name, _, _ := strings.Cut(o.String(), "="); opName(o) != name {
+			t.Errorf("opName(%s) = %q, want %q", o, opName(o), name)
+		}
+	}
+}
+
 func absDiff(a, b uint8) int {
 	if a > b {
 		return int(a - b)

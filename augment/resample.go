@@ -120,22 +120,31 @@ func resampleWindow(img *image.NRGBA, w, h int, win image.Rectangle, buf *Buffer
 		tv = buf.weights(h, sh)
 		rows = [2]int{tv.start[win.Min.Y], tv.start[win.Max.Y-1] + tv.n}
 	}
-	src := img.SubImage(image.Rect(0, rows[0], sw, rows[1]).Add(img.Rect.Min)).(*image.NRGBA)
-	if sw != w {
-		src = resampleH(src, buf.weights(w, sw), win.Min.X, win.Max.X, buf)
-	} else {
-		cols := image.Rect(win.Min.X, 0, win.Max.X, src.Rect.Dy())
-		src = src.SubImage(cols.Add(src.Rect.Min)).(*image.NRGBA)
+	// Views rather than SubImage, so that they can stay on the stack.
+	src := view(img, image.Rect(0, rows[0], sw, rows[1]).Add(img.Rect.Min))
+	if sw == w {
+		cols := view(&src, image.Rect(win.Min.X, 0, win.Max.X, src.Rect.Dy()).Add(src.Rect.Min))
+		if sh == h {
+			// No pass runs and cols is a view of the input: copy, so that
+			// the result never aliases the input.
+			return cropPad(&cols, image.Rect(0, 0, cols.Rect.Dx(), cols.Rect.Dy()))
+		}
+		return resampleV(&cols, tv, rows[0], win.Min.Y, win.Max.Y, buf)
 	}
-	switch {
-	case sh != h:
-		return resampleV(src, tv, rows[0], win.Min.Y, win.Max.Y, buf)
-	case sw == w:
-		// No pass ran and src is a view of the input: copy, so that the
-		// result never aliases the input.
-		return cropPad(src, image.Rect(0, 0, src.Rect.Dx(), src.Rect.Dy()))
+	wide := resampleH(&src, buf.weights(w, sw), win.Min.X, win.Max.X, buf)
+	if sh == h {
+		return wide
 	}
-	return src
+	return resampleV(wide, tv, rows[0], win.Min.Y, win.Max.Y, buf)
+}
+
+// view is img.SubImage(r) as a value.
+func view(img *image.NRGBA, r image.Rectangle) image.NRGBA {
+	r = r.Intersect(img.Rect)
+	if r.Empty() {
+		return image.NRGBA{}
+	}
+	return image.NRGBA{Pix: img.Pix[img.PixOffset(r.Min.X, r.Min.Y):], Stride: img.Stride, Rect: r}
 }
 
 // resampleH resizes the width of an opaque image with the taps t, for the
