@@ -25,7 +25,8 @@ type Input struct {
 // same samples, in the same order.
 type Handler interface {
 	// Samples decodes in and applies the recipe with rng; copy is the
-	// augmentation copy number (0 when --copies is 1).
+	// augmentation copy number (0 when --copies is 1). The caller may
+	// reseed rng for its next call: keep no reference to it.
 	Samples(ctx context.Context, in *Input, copy int, rng *rand.Rand) ([]formats.Sample, error)
 }
 

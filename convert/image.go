@@ -42,55 +42,62 @@ type imageHandler struct {
 
 	bufs sync.Pool // *augment.Buffers, one per sample being augmented
 
-	mu   sync.Mutex
-	free [][]byte // tensor bytes handed back by Recycle
+	mu        sync.Mutex
+	free      [][]byte // tensor bytes handed back by Recycle
+	freeBytes int
 }
 
-// maxFree bounds the tensors kept for reuse; more than the pipeline has
-// in flight would only hold memory.
-const maxFree = 64
+// maxFreeBytes bounds the memory of the tensors kept for reuse. The list
+// holds at most what the pipeline had in flight at once, which with
+// --copies K is K samples per queued input (32 inputs × 8 copies of 224²
+// RGB: 38 MB); the bound only matters for unusually large samples.
+const maxFreeBytes = 256 << 20
 
 func (h *imageHandler) Samples(_ context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
 	img, err := h.decode(in.Data, h.minSide)
 	if err != nil {
 		return nil, err
 	}
+	// One allocation for the sample, its field and its shape.
+	one := &struct {
+		s     [1]formats.Sample
+		f     [1]formats.Field
+		shape [3]int
+	}{}
 	var t formats.Tensor
 	var params map[string]any
 	switch aug := h.aug.(type) {
 	case nil:
-		t = h.tensor(img)
+		t = h.tensor(img, one.shape[:0])
 	case bufferedAugmenter:
 		buf := h.bufs.Get().(*augment.Buffers)
 		var out *image.NRGBA
 		out, params = aug.ApplyBuffers(img, rng, buf)
-		t = h.tensor(out) // out may be buf's memory: copy it before buf goes back
+		t = h.tensor(out, one.shape[:0]) // out may be buf's memory: copy it before buf goes back
 		h.bufs.Put(buf)
 	default:
 		var out *image.NRGBA
 		out, params = aug.Apply(img, rng)
-		t = h.tensor(out)
+		t = h.tensor(out, one.shape[:0])
 	}
 	if h.release != nil {
 		h.release(img)
 	}
-	return []formats.Sample{{
-		Key:    in.Key,
-		Source: in.Source,
-		Label:  in.Label,
-		Fields: []formats.Field{{Name: formats.DataField, Tensor: t}},
-		Params: params,
-	}}, nil
+	one.f[0] = formats.Field{Name: formats.DataField, Tensor: t}
+	one.s[0] = formats.Sample{Key: in.Key, Source: in.Source, Label: in.Label, Fields: one.f[:], Params: params}
+	return one.s[:], nil
 }
 
-// tensor copies img into an RGB tensor, reusing recycled bytes if any.
-func (h *imageHandler) tensor(img *image.NRGBA) formats.Tensor {
+// tensor copies img into an RGB tensor, reusing recycled bytes if any,
+// with shape's memory for its shape.
+func (h *imageHandler) tensor(img *image.NRGBA, shape []int) formats.Tensor {
 	n := img.Rect.Dx() * img.Rect.Dy() * 3
 	var data []byte
 	h.mu.Lock()
 	for k := len(h.free) - 1; k >= 0 && data == nil; k-- {
 		if cap(h.free[k]) >= n {
 			data = h.free[k][:n]
+			h.freeBytes -= cap(data)
 			h.free[k] = h.free[len(h.free)-1]
 			h.free[len(h.free)-1] = nil
 			h.free = h.free[:len(h.free)-1]
@@ -100,7 +107,7 @@ func (h *imageHandler) tensor(img *image.NRGBA) formats.Tensor {
 	if data == nil {
 		data = make([]byte, n)
 	}
-	return rgbInto(data, img)
+	return rgbInto(data, img, shape)
 }
 
 // Recycle takes back the tensor bytes of samples this handler made, once
@@ -110,8 +117,9 @@ func (h *imageHandler) Recycle(samples []formats.Sample) {
 	defer h.mu.Unlock()
 	for i := range samples {
 		for _, f := range samples[i].Fields {
-			if len(h.free) < maxFree && cap(f.Data) > 0 {
+			if c := cap(f.Data); c > 0 && h.freeBytes+c <= maxFreeBytes {
 				h.free = append(h.free, f.Data[:0])
+				h.freeBytes += c
 			}
 		}
 		samples[i].Fields = nil
@@ -121,11 +129,12 @@ func (h *imageHandler) Recycle(samples []formats.Sample) {
 // RGBTensor copies an image into an (H, W, 3) uint8 tensor, dropping alpha
 // as PIL's convert("RGB") does.
 func RGBTensor(img *image.NRGBA) formats.Tensor {
-	return rgbInto(make([]byte, img.Rect.Dx()*img.Rect.Dy()*3), img)
+	return rgbInto(make([]byte, img.Rect.Dx()*img.Rect.Dy()*3), img, nil)
 }
 
-// rgbInto is RGBTensor into out, which holds exactly H×W×3 bytes.
-func rgbInto(out []byte, img *image.NRGBA) formats.Tensor {
+// rgbInto is RGBTensor into out, which holds exactly H×W×3 bytes, with
+// shape's memory (nil: a new slice) for the shape.
+func rgbInto(out []byte, img *image.NRGBA, shape []int) formats.Tensor {
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
 	for y := 0; y < h; y++ {
@@ -136,5 +145,5 @@ func rgbInto(out []byte, img *image.NRGBA) formats.Tensor {
 			dst[i], dst[i+1], dst[i+2] = row[4*x], row[4*x+1], row[4*x+2]
 		}
 	}
-	return formats.Tensor{DType: formats.Uint8, Shape: []int{h, w, 3}, Data: out}
+	return formats.Tensor{DType: formats.Uint8, Shape: append(shape[:0], h, w, 3), Data: out}
 }

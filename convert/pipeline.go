@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -126,6 +127,10 @@ func fetchLoop(ctx context.Context, in <-chan *job, out chan<- *job) error {
 }
 
 func (r *run) decodeLoop(ctx context.Context, in <-chan *job) error {
+	// One generator per worker, reseeded per sample: the same stream as
+	// NewRand's without two allocations a sample.
+	pcg := rand.NewPCG(0, 0)
+	rng := rand.New(pcg)
 	for {
 		var j *job
 		select {
@@ -145,7 +150,8 @@ func (r *run) decodeLoop(ctx context.Context, in <-chan *job) error {
 				continue
 			}
 			h := r.opt.Handler(j.entry.Key)
-			s, err := h.Samples(ctx, j.in, c, NewRand(r.opt.Seed, j.entry.Key, c))
+			pcg.Seed(SampleSeed(r.opt.Seed, j.entry.Key, c))
+			s, err := h.Samples(ctx, j.in, c, rng)
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -207,8 +213,8 @@ func (r *run) sink(ctx context.Context, order <-chan *job) (err error) {
 				}
 				cur = &shardState{index: shard}
 			}
-			key := CopyKey(j.entry.Key, c, r.opt.Copies)
 			if err := j.errs[c-j.c0]; err != nil {
+				key := CopyKey(j.entry.Key, c, r.opt.Copies)
 				if r.opt.Strict {
 					return fmt.Errorf("%s: %w (--strict stops at the first bad input)", j.entry.Src.URI(j.entry.Key), err)
 				}
