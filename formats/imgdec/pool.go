@@ -8,7 +8,9 @@ import (
 
 // Freshly allocated memory is slow to touch on the target VMs (see
 // DESIGN.md), so decoded pixel buffers are recycled through Release. Buffers
-// are pooled by power-of-two capacity so any image fits a class.
+// are pooled by power-of-two capacity so any image fits a class, together
+// with their image header, so that a decode through the pool allocates
+// nothing.
 const (
 	minPoolClass = 16 // 64 KiB: smaller images are cheap to allocate
 	maxPoolClass = 28 // 256 MiB
@@ -26,18 +28,18 @@ func newNRGBA(w, h int) *image.NRGBA {
 	if c < minPoolClass || c > maxPoolClass {
 		return image.NewNRGBA(image.Rect(0, 0, w, h))
 	}
-	var pix []byte
-	if p, ok := pools[c].Get().(*[]byte); ok {
-		pix = (*p)[:n]
-	} else {
-		pix = make([]byte, n, 1<<c)
+	img, ok := pools[c].Get().(*image.NRGBA)
+	if !ok {
+		img = &image.NRGBA{Pix: make([]byte, n, 1<<c)}
 	}
-	return &image.NRGBA{Pix: pix, Stride: 4 * w, Rect: image.Rect(0, 0, w, h)}
+	img.Pix, img.Stride, img.Rect = img.Pix[:n], 4*w, image.Rect(0, 0, w, h)
+	return img
 }
 
-// Release hands an image returned by Decode back for reuse. The caller must
-// not touch img afterwards. Calling it is optional: it saves allocating and
-// page-faulting a new buffer for the next image of a similar size.
+// Release hands an image returned by Decode back for reuse: the next Decode
+// may return the same *image.NRGBA, so the caller must not touch img
+// afterwards. Calling it is optional: it saves allocating and page-faulting
+// a new buffer for the next image of a similar size.
 func Release(img *image.NRGBA) {
 	if img == nil {
 		return
@@ -50,7 +52,5 @@ func Release(img *image.NRGBA) {
 	if k < minPoolClass || k > maxPoolClass {
 		return
 	}
-	pix := img.Pix[:0]
-	img.Pix = nil
-	pools[k].Put(&pix)
+	pools[k].Put(img)
 }

@@ -104,6 +104,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"sync"
 	"unsafe"
 )
 
@@ -128,17 +129,28 @@ func scaleFor(w, h, minSide int) int {
 	return 1
 }
 
+type turboMsgs struct{ msg, warn [200]C.char }
+
+var msgPool = sync.Pool{New: func() any { return new(turboMsgs) }}
+
 func decodeTurbo(data []byte, cfg image.Config, minSide int) (*image.NRGBA, int, string, error) {
 	denom := scaleFor(cfg.Width, cfg.Height, minSide)
 	// libjpeg rounds scaled sizes up (jdiv_round_up).
 	w, h := (cfg.Width+denom-1)/denom, (cfg.Height+denom-1)/denom
 	img := newNRGBA(w, h)
-	var msg, warn [200]C.char
+	// Message buffers passed to C escape to the heap: pooled, not
+	// allocated per image.
+	m := msgPool.Get().(*turboMsgs)
+	defer msgPool.Put(m)
+	msg, warn := &m.msg, &m.warn
 	rc := C.prep_decode((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(denom),
 		(*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(w), C.int(h),
 		&msg[0], &warn[0], C.int(len(msg)))
 	switch rc {
 	case C.prep_ok:
+		if warn[0] == 0 {
+			return img, denom, "", nil
+		}
 		return img, denom, C.GoString(&warn[0]), nil
 	case C.prep_unsupported:
 		Release(img)
