@@ -242,6 +242,97 @@ func TestDestinationChecks(t *testing.T) {
 	}
 }
 
+// TestDestinationLeftovers runs into folders holding an earlier run plus
+// files that only look like prep's: a user's *.tmp and shard-* files must
+// survive --overwrite, a crashed run's shard temp file must not stop it.
+func TestDestinationLeftovers(t *testing.T) {
+	src := t.TempDir()
+	writeImages(t, src, []string{"x"}, 2)
+	user := map[string]string{"backup.tmp": "mine", "shard-notes.txt": "mine too", "shard-1.h5": "short number"}
+	tests := []struct {
+		name      string
+		earlier   bool              // an earlier run wrote into the folder
+		files     map[string]string // written before the run
+		overwrite bool
+		wantErr   string   // "" for success
+		kept      []string // must hold their bytes afterwards
+		gone      []string // must not exist afterwards
+	}{
+		{"user tmp, overwrite", true, map[string]string{"backup.tmp": "mine"}, true, "", []string{"backup.tmp"}, nil},
+		{"user files, overwrite", true, user, true, "", []string{"backup.tmp", "shard-notes.txt", "shard-1.h5"}, nil},
+		{"user tmp alone", false, map[string]string{"backup.tmp": "mine"}, false, "backup.tmp", []string{"backup.tmp"}, nil},
+		{"crashed shard, overwrite", true, map[string]string{"shard-000005.h5.tmp": "half"}, true, "", nil, []string{"shard-000005.h5.tmp"}},
+		{"crashed manifest, overwrite", true, map[string]string{"manifest.json.tmp": "{", ".prep-progress.json.tmp": "{"}, true, "",
+			nil, []string{"manifest.json.tmp", ".prep-progress.json.tmp"}},
+		{"crashed shard, no flag", true, map[string]string{"shard-000005.h5.tmp": "half"}, false, "--resume", nil, nil},
+		{"crashed shard alone", false, map[string]string{"shard-000005.h5.tmp": "half"}, false, "", nil, []string{"shard-000005.h5.tmp"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dst := t.TempDir()
+			if tt.earlier {
+				if _, _, err := convertDir(t, context.Background(), src, dst, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for name, data := range tt.files {
+				if err := os.WriteFile(filepath.Join(dst, name), []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m, _, err := convertDir(t, context.Background(), src, dst, func(o *Options) { o.Overwrite = tt.overwrite })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one naming %q", err, tt.wantErr)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Samples != 4 {
+					t.Errorf("%d samples, want 4", m.Samples)
+				}
+				for _, s := range m.Shards {
+					if sum, _, err := FileSHA256(filepath.Join(dst, s.File)); err != nil || sum != s.SHA256 {
+						t.Errorf("%s: sha256 %s, manifest %s (%v)", s.File, sum, s.SHA256, err)
+					}
+				}
+			}
+			for _, name := range tt.kept {
+				if b, err := os.ReadFile(filepath.Join(dst, name)); err != nil || string(b) != tt.files[name] {
+					t.Errorf("%s: %q, %v; want it kept as %q", name, b, err, tt.files[name])
+				}
+			}
+			for _, name := range tt.gone {
+				if _, err := os.Stat(filepath.Join(dst, name)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s was left behind (%v)", name, err)
+				}
+			}
+		})
+	}
+}
+
+// TestSourceTmpFilesListed: a source file that merely ends in .tmp is the
+// user's and is listed as ignored, not hidden; only prep's own temp files
+// are left out of a listing.
+func TestSourceTmpFilesListed(t *testing.T) {
+	src := t.TempDir()
+	writeImages(t, src, []string{"x"}, 1)
+	for _, name := range []string{"x/foo.tmp", "x/shard-000001.h5.tmp", "x/manifest.json.tmp"} {
+		os.WriteFile(filepath.Join(src, name), []byte("?"), 0o644)
+	}
+	l, err := ListSource(context.Background(), cloudsrc.Dir{Root: src}, func(k string) bool { return strings.HasSuffix(k, ".png") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Entries) != 1 || l.Entries[0].Key != "x/000.png" {
+		t.Errorf("entries %+v", l.Entries)
+	}
+	if len(l.Ignored) != 1 || l.Ignored[0].Key != "x/foo.tmp" || !strings.Contains(l.Ignored[0].Reason, `".tmp"`) {
+		t.Errorf("ignored %+v, want x/foo.tmp alone", l.Ignored)
+	}
+}
+
 func TestInterruptThenResume(t *testing.T) {
 	src := t.TempDir()
 	writeImages(t, src, []string{"a", "b"}, 10)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -208,10 +209,41 @@ type run struct {
 	mu         sync.Mutex
 }
 
-// ours reports whether a destination file is one prep writes.
+// ours reports whether a destination file is one prep writes: a shard
+// ("shard-000012.h5"), a manifest, a task's manifest part, a progress file,
+// or one of those under its temporary name. Anything else, even a
+// "shard-notes.txt" or a "backup.tmp", is the user's and is never removed.
 func ours(name string) bool {
-	return name == manifest.FileName || strings.HasPrefix(name, "manifest-task-") ||
-		strings.HasPrefix(name, ".prep-progress") || strings.HasPrefix(name, "shard-") || formats.IsTemp(name)
+	if formats.IsTemp(name) {
+		return true
+	}
+	if name == manifest.FileName {
+		return true
+	}
+	if n, ok := numbered(name, "manifest-task-", 5); ok {
+		return n == ".json"
+	}
+	if n, ok := numbered(name, ".prep-progress-task-", 5); ok {
+		return n == ".json"
+	}
+	if n, ok := numbered(name, "shard-", 6); ok {
+		return len(n) > 1 && n[0] == '.' && !strings.Contains(n[1:], ".")
+	}
+	return name == ".prep-progress.json"
+}
+
+// numbered reports whether name is prefix followed by at least digits
+// decimal digits, and returns what follows them.
+func numbered(name, prefix string, digits int) (rest string, ok bool) {
+	rest, ok = strings.CutPrefix(name, prefix)
+	if !ok {
+		return "", false
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	return rest[i:], i >= digits
 }
 
 // prepareDestination refuses a destination holding an earlier run unless
@@ -227,6 +259,8 @@ func (r *run) prepareDestination(ctx context.Context) (*manifest.Manifest, error
 		switch {
 		case !ours(n):
 			foreign = append(foreign, n)
+		case formats.IsTemp(n):
+			// Removed below, with or without --overwrite.
 		case r.opt.TaskCount == 1 || n == r.manifestName() || n == progressName(&r.opt):
 			prev = append(prev, n)
 		}
@@ -249,10 +283,11 @@ func (r *run) prepareDestination(ctx context.Context) (*manifest.Manifest, error
 	}
 	if r.opt.Overwrite && r.opt.TaskCount == 1 {
 		// Replace the earlier run whole, so no stale shard outlives it;
-		// a task of a distributed run rewrites only its own shards.
+		// a task of a distributed run rewrites only its own shards. A
+		// file already gone (another process cleaning up) is no error.
 		for _, n := range prev {
-			if err := r.opt.Sink.Remove(ctx, n); err != nil {
-				return nil, fmt.Errorf("--overwrite: remove %s/%s: %w", r.opt.Sink.URI(), n, err)
+			if err := r.opt.Sink.Remove(ctx, n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("--overwrite: remove %s/%s: %w (remove it by hand, or choose another destination)", r.opt.Sink.URI(), n, err)
 			}
 		}
 	}

@@ -191,5 +191,30 @@ type DatasetInfo struct {
 // TempName is the name a shard is written under until it is complete.
 func TempName(path string) string { return path + ".tmp" }
 
-// IsTemp reports whether name is an unfinished shard.
-func IsTemp(name string) bool { return strings.HasSuffix(name, ".tmp") }
+// IsTemp reports whether name (a base name or a slash-separated key) is a
+// file prep is still writing: a shard ("shard-000012.h5.tmp") or a
+// manifest ("manifest.json.tmp", "manifest-task-00003.json.tmp",
+// ".prep-progress.json.tmp") under its TempName. Other files that end in
+// .tmp belong to someone else and are left alone.
+func IsTemp(name string) bool {
+	stem, ok := strings.CutSuffix(name[strings.LastIndexByte(name, '/')+1:], ".tmp")
+	if !ok {
+		return false
+	}
+	if num, ok := strings.CutPrefix(stem, "shard-"); ok {
+		digits := strings.IndexByte(num, '.')
+		return digits >= 6 && allDigits(num[:digits]) && len(num) > digits+1
+	}
+	return stem == "manifest.json" ||
+		strings.HasPrefix(stem, "manifest-task-") && strings.HasSuffix(stem, ".json") ||
+		strings.HasPrefix(stem, ".prep-progress") && strings.HasSuffix(stem, ".json")
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
