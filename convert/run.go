@@ -174,6 +174,7 @@ func Run(ctx context.Context, l *Listing, opt Options) (*manifest.Manifest, *Sum
 		Items:         r.hi - r.lo,
 		ShardsWritten: r.written,
 		ShardsKept:    r.kept,
+		Skipped:       []manifest.Skipped{}, // [] in JSON, not null
 		Ignored:       l.Ignored,
 		Seconds:       time.Since(start).Seconds(),
 		Manifest:      opt.Sink.URI() + "/" + name,

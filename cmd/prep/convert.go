@@ -227,6 +227,9 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	if f.copies < 1 {
 		return c, usagef("--copies %d: must be at least 1", f.copies)
 	}
+	if f.resume && f.overwrite {
+		return c, usagef("--resume keeps an earlier run and --overwrite replaces it: pass one of them")
+	}
 	if f.workers < 0 || f.ioWorkers < 1 {
 		return c, usagef("--workers must be >= 0 and --io-workers >= 1")
 	}

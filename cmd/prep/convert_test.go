@@ -103,9 +103,15 @@ func TestConvertInspectVerify(t *testing.T) {
 	if sum.Samples != 16 || len(sum.Skipped) != 0 {
 		t.Fatalf("summary %+v", sum)
 	}
+	if !strings.Contains(stdout, `"skipped": []`) {
+		t.Errorf("--json: an empty skip list must print as [], got:\n%s", stdout)
+	}
 	m, err := manifest.Read(dst)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if raw, _ := os.ReadFile(filepath.Join(dst, manifest.FileName)); bytes.Contains(raw, []byte("null")) {
+		t.Errorf("manifest holds a null:\n%s", raw)
 	}
 	if len(m.Shards) != 3 || m.Shards[0].Datasets[0].Shape[1] != 224 {
 		t.Fatalf("manifest shards %+v", m.Shards)
@@ -142,6 +148,7 @@ func TestConvertErrors(t *testing.T) {
 		{"foreign files", []string{"convert", "../../testdata/images", foreign}, exitFailure, "notes.txt"},
 		{"args", []string{"convert", "only-one"}, exitUsage, "convert takes SRC DST, got 1"},
 		{"strict", []string{"convert", "../../testdata/edge", t.TempDir(), "--strict"}, exitFailure, "--strict"},
+		{"resume and overwrite", []string{"convert", "/nonexistent/photos", t.TempDir(), "--resume", "--overwrite"}, exitUsage, "pass one of them"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
