@@ -3,15 +3,16 @@ package hdf5
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"gonum.org/v1/hdf5"
 
 	"github.com/prep-dev/prep/formats"
 )
 
-// Datasets describes every dataset in the root group of an HDF5 file, in
-// name order. Offset is -1 for a dataset that is chunked or filtered, which
-// can only be read through the library.
+// Datasets describes every dataset of an HDF5 file, those in groups named
+// by their path ("npz/x"), in name order. Offset is -1 for a dataset that
+// is chunked or filtered, which can only be read through the library.
 func Datasets(path string) ([]formats.DatasetInfo, error) {
 	lockLib()
 	defer unlockLib()
@@ -20,27 +21,50 @@ func Datasets(path string) ([]formats.DatasetInfo, error) {
 		return nil, fmt.Errorf("open %s: not a readable HDF5 file: %w", path, err)
 	}
 	defer f.Close()
-	n, err := f.NumObjects()
+	infos, err := walk(f, &f.CommonFG, "")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	return infos, nil
+}
+
+// walk describes the datasets in g and its subgroups; prefix is g's path.
+func walk(f *hdf5.File, g *hdf5.CommonFG, prefix string) ([]formats.DatasetInfo, error) {
+	n, err := g.NumObjects()
+	if err != nil {
+		return nil, err
+	}
 	var infos []formats.DatasetInfo
 	for i := uint(0); i < n; i++ {
-		typ, err := f.ObjectTypeByIndex(i)
-		if err != nil || typ != hdf5.H5G_DATASET {
+		typ, err := g.ObjectTypeByIndex(i)
+		if err != nil || (typ != hdf5.H5G_DATASET && typ != hdf5.H5G_GROUP) {
 			continue
 		}
-		name, err := f.ObjectNameByIndex(i)
+		name, err := g.ObjectNameByIndex(i)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, err
+		}
+		name = prefix + name
+		if typ == hdf5.H5G_GROUP {
+			sub, err := f.OpenGroup(name)
+			if err != nil {
+				return nil, fmt.Errorf("group %s: %w", name, err)
+			}
+			more, err := walk(f, &sub.CommonFG, name+"/")
+			sub.Close()
+			if err != nil {
+				return nil, err
+			}
+			infos = append(infos, more...)
+			continue
 		}
 		info, err := describe(f, name)
 		if err != nil {
-			return nil, fmt.Errorf("%s: dataset %s: %w", path, name, err)
+			return nil, fmt.Errorf("dataset %s: %w", name, err)
 		}
 		infos = append(infos, info)
 	}
-	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 	return infos, nil
 }
 
@@ -139,4 +163,49 @@ func memorySize(ds *hdf5.Dataset) (int64, error) {
 	}
 	defer t.Close()
 	return int64(space.SimpleExtentNPoints()) * int64(t.Size()), nil
+}
+
+// Meta reads the run description a shard records in its root group's
+// attributes: prep_version, recipe, seed and classes (one per line).
+func Meta(path string) (formats.ShardMeta, error) {
+	lockLib()
+	defer unlockLib()
+	var m formats.ShardMeta
+	f, err := hdf5.OpenFile(path, hdf5.F_ACC_RDONLY)
+	if err != nil {
+		return m, fmt.Errorf("open %s: not a readable HDF5 file: %w", path, err)
+	}
+	defer f.Close()
+	root, err := f.OpenGroup("/")
+	if err != nil {
+		return m, fmt.Errorf("%s: %w", path, err)
+	}
+	defer root.Close()
+	var classes string
+	for _, a := range []struct {
+		name string
+		dst  *string
+	}{{"prep_version", &m.Version}, {"recipe", &m.Recipe}, {"classes", &classes}} {
+		attr, err := root.OpenAttribute(a.name)
+		if err != nil {
+			return m, fmt.Errorf("%s: attribute %s: %w (not a shard written by prep)", path, a.name, err)
+		}
+		err = attr.Read(a.dst, nil)
+		attr.Close()
+		if err != nil {
+			return m, fmt.Errorf("%s: attribute %s: %w", path, a.name, err)
+		}
+	}
+	if classes != "" {
+		m.Classes = strings.Split(classes, "\n")
+	}
+	attr, err := root.OpenAttribute("seed")
+	if err != nil {
+		return m, fmt.Errorf("%s: attribute seed: %w (not a shard written by prep)", path, err)
+	}
+	defer attr.Close()
+	if err := attr.Read(&m.Seed, hdf5.T_STD_U64LE); err != nil {
+		return m, fmt.Errorf("%s: attribute seed: %w", path, err)
+	}
+	return m, nil
 }

@@ -57,6 +57,7 @@ type writer struct {
 	cols   []*column
 	labels []int64
 	keys   []string
+	rate   int // the first sample's audio rate; every sample must share it
 }
 
 // Expect sizes the shard's buffers from the first sample: growing a
@@ -66,10 +67,13 @@ type writer struct {
 func (w *writer) Expect(samples int) { w.expect = max(0, samples) }
 
 func (w *writer) Add(s *formats.Sample) error {
+	// The pipeline reports a refused sample under its key, so the error
+	// does not repeat it.
 	if err := w.check(s); err != nil {
-		return fmt.Errorf("sample %s: %w", s.Key, err)
+		return err
 	}
 	if len(w.keys) == 0 {
+		w.rate = s.Rate
 		for _, f := range s.Fields {
 			buf := bufPool.Get().(*[]byte)
 			*buf = (*buf)[:0]
@@ -101,17 +105,47 @@ func (w *writer) Add(s *formats.Sample) error {
 	return nil
 }
 
-// reserved names the datasets the writer adds itself.
+// Dataset names. A field name is a dataset in the root group, or, as
+// "GROUP/NAME", dataset NAME in GROUP (the .npz handler puts archive
+// members under "npz/"). A ragged field F gets the datasets F_offsets,
+// F_shapes and, when its samples differ in rank, F_ranks beside it; for
+// the root field "data" they are plain offsets, shapes and ranks.
+var companions = []string{"_offsets", "_shapes", "_ranks"}
+
+// reserved reports whether a root dataset name is one the writer adds.
 func reserved(name string) bool {
 	switch name {
-	case "labels", "keys", "offsets", "shapes":
+	case "labels", "keys", "offsets", "shapes", "ranks":
 		return true
 	}
-	return strings.HasSuffix(name, "_offsets") || strings.HasSuffix(name, "_shapes")
+	return companionName(name)
+}
+
+func companionName(name string) bool {
+	for _, c := range companions {
+		if strings.HasSuffix(name, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkName validates a field name as a dataset path.
+func checkName(name string) error {
+	group, base, nested := strings.Cut(name, "/")
+	switch {
+	case !nested && (name == "" || strings.Contains(name, ".") || reserved(name)):
+	case nested && (group == "" || strings.Contains(group, ".") || reserved(group) ||
+		base == "" || base == "." || base == ".." || strings.Contains(base, "/") || companionName(base)):
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: field name %q is reserved or not a plain HDF5 name", formats.ErrIncompatible, name)
 }
 
 // check validates a sample whole before any of it is added, so a refused
-// sample leaves the shard as it was.
+// sample leaves the shard as it was. Samples may differ in shape and in
+// rank (the column turns ragged), not in fields, dtype or audio rate.
 func (w *writer) check(s *formats.Sample) error {
 	if len(s.Fields) == 0 {
 		return fmt.Errorf("%w: no fields", formats.ErrIncompatible)
@@ -119,18 +153,30 @@ func (w *writer) check(s *formats.Sample) error {
 	if len(w.keys) > 0 && len(s.Fields) != len(w.cols) {
 		return fmt.Errorf("%w: %d fields, the shard's first sample has %d (convert such inputs separately)", formats.ErrIncompatible, len(s.Fields), len(w.cols))
 	}
+	if len(w.keys) > 0 && s.Rate != w.rate {
+		return fmt.Errorf("%w: audio rate %d Hz, the shard's first sample has %d (0: not audio)", formats.ErrIncompatible, s.Rate, w.rate)
+	}
+	groups := map[string]bool{}
+	for _, f := range s.Fields {
+		if g, _, ok := strings.Cut(f.Name, "/"); ok {
+			groups[g] = true
+		}
+	}
 	for i, f := range s.Fields {
 		if err := f.Validate(); err != nil {
 			return fmt.Errorf("field %s: %w", f.Name, err)
 		}
-		if f.Name == "" || strings.ContainsAny(f.Name, "/.") || reserved(f.Name) {
-			return fmt.Errorf("%w: field name %q is reserved or not a plain HDF5 name", formats.ErrIncompatible, f.Name)
+		if err := checkName(f.Name); err != nil {
+			return err
+		}
+		if groups[f.Name] {
+			return fmt.Errorf("%w: field %q is also the group of another field", formats.ErrIncompatible, f.Name)
 		}
 		if len(w.keys) == 0 {
 			continue
 		}
 		c := w.cols[i]
-		if f.Name != c.name || f.DType != c.dtype || len(f.Shape) != len(c.shape) {
+		if f.Name != c.name || f.DType != c.dtype {
 			return fmt.Errorf("%w: field %s %s%v does not match the shard's %s %s%v (convert such inputs separately)",
 				formats.ErrIncompatible, f.Name, f.DType, f.Shape, c.name, c.dtype, c.shape)
 		}
@@ -205,6 +251,7 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 		}
 	}()
 	n := len(w.keys)
+	made := map[string]bool{}
 	add := func(name string, dtype formats.DType, shape []int, data []byte) error {
 		info, err := writeDataset(f, name, dtype, shape, data)
 		if err != nil {
@@ -214,37 +261,21 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 		return nil
 	}
 	for _, c := range w.cols {
+		if g, _, ok := strings.Cut(c.name, "/"); ok && !made[g] {
+			grp, err := f.CreateGroup(g)
+			if err != nil {
+				return nil, fmt.Errorf("group %s: %w", g, err)
+			}
+			grp.Close()
+			made[g] = true
+		}
 		if c.fixed {
 			if err := add(c.name, c.dtype, append([]int{n}, c.shape...), *c.buf); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		// Ragged: flat elements, element offsets (n+1) and shapes (n, rank).
-		offsets := make([]int64, 0, n+1)
-		shapes := make([]int64, 0, n*len(c.shape))
-		var total int64
-		offsets = append(offsets, 0)
-		for _, s := range c.shapes {
-			elems := int64(1)
-			for _, d := range s {
-				elems *= int64(d)
-				shapes = append(shapes, int64(d))
-			}
-			total += elems
-			offsets = append(offsets, total)
-		}
-		prefix := c.name + "_"
-		if c.name == formats.DataField {
-			prefix = ""
-		}
-		if err := add(c.name, c.dtype, []int{int(total)}, *c.buf); err != nil {
-			return nil, err
-		}
-		if err := add(prefix+"offsets", formats.Int64, []int{n + 1}, int64Bytes(offsets)); err != nil {
-			return nil, err
-		}
-		if err := add(prefix+"shapes", formats.Int64, []int{n, len(c.shape)}, int64Bytes(shapes)); err != nil {
+		if err := w.writeRagged(c, add); err != nil {
 			return nil, err
 		}
 	}
@@ -258,6 +289,54 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 		return nil, err
 	}
 	return infos, nil
+}
+
+// writeRagged writes a column whose samples differ in shape: the
+// elements flat, element offsets (n+1) and shapes (n, rank). When the
+// samples differ in rank, shapes has as many columns as the largest rank,
+// a shorter shape is padded with -1, and ranks (n,) holds each rank.
+func (w *writer) writeRagged(c *column, add func(string, formats.DType, []int, []byte) error) error {
+	n := len(c.shapes)
+	rank, mixed := len(c.shapes[0]), false
+	for _, s := range c.shapes {
+		mixed = mixed || len(s) != len(c.shapes[0])
+		rank = max(rank, len(s))
+	}
+	offsets := make([]int64, 0, n+1)
+	shapes := make([]int64, 0, n*rank)
+	ranks := make([]int64, 0, n)
+	var total int64
+	offsets = append(offsets, 0)
+	for _, s := range c.shapes {
+		elems := int64(1)
+		for _, d := range s {
+			elems *= int64(d)
+			shapes = append(shapes, int64(d))
+		}
+		for range rank - len(s) {
+			shapes = append(shapes, -1)
+		}
+		ranks = append(ranks, int64(len(s)))
+		total += elems
+		offsets = append(offsets, total)
+	}
+	prefix := c.name + "_"
+	if c.name == formats.DataField {
+		prefix = ""
+	}
+	if err := add(c.name, c.dtype, []int{int(total)}, *c.buf); err != nil {
+		return err
+	}
+	if err := add(prefix+"offsets", formats.Int64, []int{n + 1}, int64Bytes(offsets)); err != nil {
+		return err
+	}
+	if err := add(prefix+"shapes", formats.Int64, []int{n, rank}, int64Bytes(shapes)); err != nil {
+		return err
+	}
+	if mixed {
+		return add(prefix+"ranks", formats.Int64, []int{n}, int64Bytes(ranks))
+	}
+	return nil
 }
 
 func (w *writer) writeAttrs(f *hdf5.File) error {
@@ -293,7 +372,44 @@ func (w *writer) writeAttrs(f *hdf5.File) error {
 	}
 	defer attr.Close()
 	seed := w.meta.Seed
-	return attr.Write(&seed, hdf5.T_STD_U64LE)
+	if err := attr.Write(&seed, hdf5.T_STD_U64LE); err != nil {
+		return err
+	}
+	if w.rate == 0 {
+		return nil
+	}
+	// Audio: what a WAV header would say. data is (N, T) for mono and
+	// (N, T, C) otherwise, or ragged; channels says which.
+	c := w.cols[0]
+	channels := 1
+	if len(c.shape) == 2 {
+		channels = c.shape[1]
+	}
+	sampleFormat := map[formats.DType]string{formats.Int16: "s16", formats.Float32: "f32"}[c.dtype]
+	if sampleFormat == "" {
+		sampleFormat = string(c.dtype)
+	}
+	if err := stringAttr(root, "sample_format", sampleFormat); err != nil {
+		return fmt.Errorf("attribute sample_format: %w", err)
+	}
+	for _, a := range []struct {
+		name  string
+		value int64
+	}{{"sample_rate", int64(w.rate)}, {"channels", int64(channels)}} {
+		if err := int64Attr(root, a.name, a.value, space); err != nil {
+			return fmt.Errorf("attribute %s: %w", a.name, err)
+		}
+	}
+	return nil
+}
+
+func int64Attr(g *hdf5.Group, name string, v int64, space *hdf5.Dataspace) error {
+	attr, err := g.CreateAttribute(name, hdf5.T_STD_I64LE, space)
+	if err != nil {
+		return err
+	}
+	defer attr.Close()
+	return attr.Write(&v, hdf5.T_STD_I64LE)
 }
 
 func stringAttr(g *hdf5.Group, name, value string) error {

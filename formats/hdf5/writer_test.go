@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -291,5 +292,168 @@ func TestMismatchedFields(t *testing.T) {
 	bad.Fields[0].Shape = []int{2, 1, 3}
 	if err := w.Add(bad); err == nil || !strings.Contains(err.Error(), "does not match") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func int64Tensor(shape []int, v ...int64) formats.Tensor {
+	return formats.Tensor{DType: formats.Int64, Shape: shape, Data: int64Bytes(v)}
+}
+
+// TestMixedRanks: samples of different ranks share one ragged column,
+// whatever sample comes first, so no input's fate depends on where a
+// shard boundary falls.
+func TestMixedRanks(t *testing.T) {
+	a := &formats.Sample{Key: "a", Fields: []formats.Field{{Name: "data", Tensor: int64Tensor([]int{2, 3}, 1, 2, 3, 4, 5, 6)}}}
+	b := &formats.Sample{Key: "b", Fields: []formats.Field{{Name: "data", Tensor: int64Tensor([]int{2, 1, 2}, 7, 8, 9, 10)}}}
+	c := &formats.Sample{Key: "c", Fields: []formats.Field{{Name: "data", Tensor: int64Tensor([]int{1}, 11)}}}
+	tests := []struct {
+		name    string
+		samples []*formats.Sample
+		shapes  []any
+		ranks   []any
+	}{
+		{"2,3 then 3", []*formats.Sample{a, b}, []any{[]any{2, 3, -1}, []any{2, 1, 2}}, []any{2, 3}},
+		{"3 then 2", []*formats.Sample{b, a}, []any{[]any{2, 1, 2}, []any{2, 3, -1}}, []any{3, 2}},
+		{"2,3,1", []*formats.Sample{a, b, c}, []any{[]any{2, 3, -1}, []any{2, 1, 2}, []any{1, -1, -1}}, []any{2, 3, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.h5")
+			writeShard(t, path, tt.samples...)
+			m := h5py(t, path, `
+out["shapes"] = f["shapes"][...].tolist(); out["ranks"] = f["ranks"][...].tolist()
+o = f["offsets"][...]; d = f["data"][...]
+out["samples"] = [d[o[i]:o[i+1]].reshape([x for x in f["shapes"][i] if x >= 0][:f["ranks"][i]]).tolist() for i in range(len(f["keys"]))]
+`)
+			var want []any
+			for _, s := range tt.samples {
+				want = append(want, npNested(s.Fields[0].Shape, s.Fields[0].Data))
+			}
+			if !jsonEqual(m["shapes"], tt.shapes) || !jsonEqual(m["ranks"], tt.ranks) {
+				t.Errorf("shapes %v ranks %v, want %v %v", m["shapes"], m["ranks"], tt.shapes, tt.ranks)
+			}
+			if !jsonEqual(m["samples"], want) {
+				t.Errorf("samples read back %v, want %v", m["samples"], want)
+			}
+		})
+	}
+	// Equal ranks keep the layout without ranks.
+	path := filepath.Join(t.TempDir(), "r.h5")
+	writeShard(t, path, a, &formats.Sample{Key: "d", Fields: []formats.Field{{Name: "data", Tensor: int64Tensor([]int{1, 2}, 1, 2)}}})
+	if m := h5py(t, path, `out["ranks"] = "ranks" in f`); m["ranks"] != false {
+		t.Errorf("equal ranks wrote a ranks dataset")
+	}
+}
+
+// npNested is an int64 tensor as nested lists, the way tolist() gives it.
+func npNested(shape []int, data []byte) any {
+	if len(shape) == 0 {
+		return int64(binary.LittleEndian.Uint64(data))
+	}
+	n := len(data) / shape[0]
+	out := make([]any, shape[0])
+	for i := range out {
+		out[i] = npNested(shape[1:], data[i*n:(i+1)*n])
+	}
+	return out
+}
+
+// TestGroupedFields: fields named GROUP/NAME go into an HDF5 group, so
+// names the writer uses at the root (labels, keys, x_offsets) are free
+// there; ragged ones get their offsets and shapes beside them.
+func TestGroupedFields(t *testing.T) {
+	mk := func(key string, n int) *formats.Sample {
+		x := make([]int64, n)
+		return &formats.Sample{Key: key, Label: 1, Fields: []formats.Field{
+			{Name: "npz/keys", Tensor: int64Tensor([]int{1}, 42)},
+			{Name: "npz/labels", Tensor: int64Tensor([]int{2}, 3, 4)},
+			{Name: "npz/x", Tensor: int64Tensor([]int{n}, x...)},
+		}}
+	}
+	path := filepath.Join(t.TempDir(), "g.h5")
+	info := writeShard(t, path, mk("a", 2), mk("b", 3))
+	m := h5py(t, path, `
+out["names"] = sorted(f["npz"].keys()); out["root"] = sorted(f.keys())
+out["labels"] = f["npz/labels"][...].tolist(); out["keys"] = f["npz/keys"][...].tolist()
+out["x_offsets"] = f["npz/x_offsets"][...].tolist()
+out["plabels"] = f["labels"][...].tolist()
+`)
+	want := map[string]any{
+		"names":     []any{"keys", "labels", "x", "x_offsets", "x_shapes"},
+		"root":      []any{"keys", "labels", "npz"},
+		"labels":    []any{[]any{3, 4}, []any{3, 4}},
+		"keys":      []any{[]any{42}, []any{42}},
+		"x_offsets": []any{0, 2, 5},
+		"plabels":   []any{1, 1},
+	}
+	for k, v := range want {
+		if !jsonEqual(m[k], v) {
+			t.Errorf("%s = %v, want %v", k, m[k], v)
+		}
+	}
+	got, err := Datasets(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names, infoNames []string
+	for _, d := range got {
+		names = append(names, d.Name)
+	}
+	for _, d := range info.Datasets {
+		infoNames = append(infoNames, d.Name)
+	}
+	if !strings.Contains(strings.Join(names, " "), "npz/labels npz/x npz/x_offsets") || len(names) != len(infoNames) {
+		t.Errorf("Datasets = %v, writer reported %v", names, infoNames)
+	}
+	for _, bad := range []string{"labels", "x_shapes", "npz/x_ranks", "a.b", "npz/a/b", "npz/..", "/x"} {
+		w, _ := Format{}.Create(filepath.Join(t.TempDir(), "x.h5"), formats.ShardMeta{})
+		s := &formats.Sample{Key: "k", Fields: []formats.Field{{Name: bad, Tensor: int64Tensor([]int{1}, 1)}}}
+		if err := w.Add(s); err == nil || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("field %q: err = %v, want it refused", bad, err)
+		}
+		w.Abort()
+	}
+}
+
+// TestAudioAttrs: an audio shard records its rate, channels and sample
+// format; mono is (N, T), several channels (N, T, C).
+func TestAudioAttrs(t *testing.T) {
+	tests := []struct {
+		name     string
+		dtype    formats.DType
+		shape    []int
+		channels int
+		format   string
+	}{
+		{"mono s16", formats.Int16, []int{4}, 1, "s16"},
+		{"stereo f32", formats.Float32, []int{4, 2}, 2, "f32"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := tt.dtype.Size()
+			for _, d := range tt.shape {
+				n *= d
+			}
+			s := &formats.Sample{Key: "a", Rate: 22050, Fields: []formats.Field{{Name: "data", Tensor: formats.Tensor{DType: tt.dtype, Shape: tt.shape, Data: make([]byte, n)}}}}
+			path := filepath.Join(t.TempDir(), "a.h5")
+			writeShard(t, path, s)
+			m := h5py(t, path, `
+out["attrs"] = [int(f.attrs["sample_rate"]), int(f.attrs["channels"]), f.attrs["sample_format"].decode()]
+out["shape"] = list(f["data"].shape)`)
+			if want := []any{22050, tt.channels, tt.format}; !jsonEqual(m["attrs"], want) {
+				t.Errorf("attrs = %v, want %v", m["attrs"], want)
+			}
+			if want := append([]int{1}, tt.shape...); !jsonEqual(m["shape"], want) {
+				t.Errorf("shape = %v, want %v", m["shape"], want)
+			}
+			w, _ := Format{}.Create(filepath.Join(t.TempDir(), "b.h5"), formats.ShardMeta{})
+			defer w.Abort()
+			w.Add(s)
+			other := *s
+			other.Rate = 16000
+			if err := w.Add(&other); !errors.Is(err, formats.ErrIncompatible) {
+				t.Errorf("a second rate: err = %v", err)
+			}
+		})
 	}
 }
