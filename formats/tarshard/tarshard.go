@@ -14,7 +14,8 @@
 //	KEY.0000.png ... Fields[0] of shape (T,H,W,C): one PNG per frame, numbered
 //	                 from 0 with at least four digits, so names sort in frame order
 //	KEY.wav          Fields[0] of an audio sample (Rate > 0), see package wav
-//	KEY.NAME.npy     each further field, as numpy .npy
+//	KEY.NAME.npy     each further field, as numpy .npy; NAME is the field's name
+//	                 without its group (an .npz member "npz/x" is KEY.x.npy)
 //	KEY.cls          the label as decimal text, absent for formats.NoLabel
 //	KEY.json         {"key","source","label","params"}, key being the original
 //
@@ -30,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prep-dev/prep/formats"
@@ -147,8 +149,12 @@ func (w *writer) check(s *formats.Sample) (string, error) {
 	return w.stems.pick(s.Key)
 }
 
-// fieldName makes a field name safe as the middle of a member name.
+// fieldName makes a field name safe as the middle of a member name. A
+// field in a group ("npz/x", an .npz member) is named without its group.
 func fieldName(name string) string {
+	if i := strings.LastIndexByte(name, '/'); i >= 0 && i < len(name)-1 {
+		name = name[i+1:]
+	}
 	b := []byte(name)
 	for i, c := range b {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {

@@ -391,3 +391,13 @@ func storedPixels(b []byte) ([]byte, int, error) {
 	}
 	return out, blocks, nil
 }
+
+func TestFieldName(t *testing.T) {
+	for name, want := range map[string]string{
+		"mask": "mask", "npz/labels": "labels", "npz/x%5Foffsets": "x_5Foffsets", "a.b": "a_b", "": "_", "npz/": "npz_",
+	} {
+		if got := fieldName(name); got != want {
+			t.Errorf("fieldName(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
