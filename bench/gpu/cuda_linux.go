@@ -36,8 +36,21 @@ type cudaAPI struct {
 	cuMemcpyDtoH        func(dst unsafe.Pointer, src uint64, n uintptr) int32
 	cuStreamCreate      func(s *uintptr, flags uint32) int32
 	cuStreamSynchronize func(s uintptr) int32
+	cuCtxSetCurrent     func(ctx uintptr) int32
+	cuEventCreate       func(e *uintptr, flags uint32) int32
+	cuEventRecord       func(e uintptr, s uintptr) int32
+	cuEventSynchronize  func(e uintptr) int32
+	cuEventDestroy      func(e uintptr) int32
 	cuGetErrorName      func(code int32, name **byte) int32
 }
+
+// cuEventCreate flags: wait by blocking the thread rather than spinning
+// (the readers need the cores), and skip timing, which events then do not
+// record.
+const (
+	cuEventBlockingSync  = 0x1
+	cuEventDisableTiming = 0x2
+)
 
 var (
 	loadOnce sync.Once
@@ -71,12 +84,17 @@ func loadCUDA() (*cudaAPI, error) {
 			{&a.cuMemcpyDtoH, "cuMemcpyDtoH_v2"},
 			{&a.cuStreamCreate, "cuStreamCreate"},
 			{&a.cuStreamSynchronize, "cuStreamSynchronize"},
+			{&a.cuCtxSetCurrent, "cuCtxSetCurrent"},
+			{&a.cuEventCreate, "cuEventCreate"},
+			{&a.cuEventRecord, "cuEventRecord"},
+			{&a.cuEventSynchronize, "cuEventSynchronize"},
+			{&a.cuEventDestroy, "cuEventDestroy_v2"},
 			{&a.cuGetErrorName, "cuGetErrorName"},
 		} {
 			// RegisterLibFunc panics on a missing symbol; check first so an
 			// old driver gets a message instead.
 			if _, err := purego.Dlsym(lib, f.name); err != nil {
-				loadErr = fmt.Errorf("libcuda.so.1 lacks %s: the NVIDIA driver is too old", f.name)
+				loadErr = noGPU("libcuda.so.1 lacks %s: the NVIDIA driver is too old", f.name)
 				return
 			}
 			purego.RegisterLibFunc(f.fn, lib, f.name)
@@ -169,7 +187,7 @@ func (d *cudaDevice) init(index int) error {
 	}
 	var n int32
 	if err := a.err("cuDeviceGetCount", a.cuDeviceGetCount(&n)); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrNoGPU, err)
 	}
 	if index < 0 || index >= int(n) {
 		return noGPU("GPU %d not found: this machine has %d", index, n)
@@ -262,6 +280,39 @@ func (d *cudaDevice) CopyDtoH(dst []byte, src DevicePtr) error {
 
 func (d *cudaDevice) Sync(s Stream) error {
 	return d.do(func() error { return d.api.err("cuStreamSynchronize", d.api.cuStreamSynchronize(uintptr(s))) })
+}
+
+func (d *cudaDevice) NewEvent() (Event, error) {
+	var e uintptr
+	err := d.do(func() error {
+		return d.api.err("cuEventCreate", d.api.cuEventCreate(&e, cuEventBlockingSync|cuEventDisableTiming))
+	})
+	return Event(e), err
+}
+
+func (d *cudaDevice) Record(e Event, s Stream) error {
+	return d.do(func() error { return d.api.err("cuEventRecord", d.api.cuEventRecord(uintptr(e), uintptr(s))) })
+}
+
+// Wait blocks the calling goroutine's own thread, not the device's: the
+// context is made current there too (a context may be current on several
+// threads), so copies keep being queued while readers wait for a slot.
+func (d *cudaDevice) Wait(e Event) error {
+	select {
+	case <-d.done:
+		return errClosed
+	default:
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.api.err("cuCtxSetCurrent", d.api.cuCtxSetCurrent(d.ctx)); err != nil {
+		return err
+	}
+	return d.api.err("cuEventSynchronize", d.api.cuEventSynchronize(uintptr(e)))
+}
+
+func (d *cudaDevice) FreeEvent(e Event) error {
+	return d.do(func() error { return d.api.err("cuEventDestroy_v2", d.api.cuEventDestroy(uintptr(e))) })
 }
 
 // Close destroys the context, which frees its streams and memory.

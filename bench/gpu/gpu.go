@@ -20,6 +20,10 @@ type DevicePtr uint64
 // Stream is a queue of device work; operations on one stream run in order.
 type Stream uintptr
 
+// Event marks a point in a stream's queue: waiting on it waits for the
+// work queued before it was recorded, and no more.
+type Event uintptr
+
 // Device is a copy target: a CUDA GPU, or host memory where there is none.
 // Its methods are safe for concurrent use.
 type Device interface {
@@ -32,12 +36,21 @@ type Device interface {
 	Alloc(n int) (DevicePtr, error)
 	Free(p DevicePtr) error
 	NewStream() (Stream, error)
-	// CopyHtoDAsync queues a copy of src to dst on s. src must come from
-	// AllocHost and must not change until Sync(s) returns.
+	// CopyHtoDAsync queues a copy of src to dst on s and may return before
+	// it is done. src must come from AllocHost and must not change until
+	// an event recorded after the copy, or the stream, is waited on.
 	CopyHtoDAsync(dst DevicePtr, src []byte, s Stream) error
 	// CopyDtoH copies device memory back, synchronously; for checks.
 	CopyDtoH(dst []byte, src DevicePtr) error
+	// Sync waits for all the work queued on s.
 	Sync(s Stream) error
+	NewEvent() (Event, error)
+	// Record marks the current end of s's queue with e.
+	Record(e Event, s Stream) error
+	// Wait blocks until the work queued before e's latest Record is done.
+	// It may be called from any goroutine, alongside other calls.
+	Wait(e Event) error
+	FreeEvent(e Event) error
 	Close() error
 }
 

@@ -2,8 +2,10 @@ package gpu
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,10 +32,21 @@ func roundTrip(t *testing.T, d Device) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ev, err := d.NewEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.FreeEvent(ev)
 	if err := d.CopyHtoDAsync(p, src, s); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Sync(s); err != nil {
+	if err := d.Record(ev, s); err != nil {
+		t.Fatal(err)
+	}
+	// Waited on from another goroutine, as feed's readers do.
+	werr := make(chan error)
+	go func() { werr <- d.Wait(ev) }()
+	if err := <-werr; err != nil {
 		t.Fatal(err)
 	}
 	back := make([]byte, n)
@@ -117,7 +130,7 @@ func TestOpenMonitor(t *testing.T) {
 func utils(u ...int) []Sample {
 	s := make([]Sample, len(u))
 	for i, v := range u {
-		s[i] = Sample{Util: v, PCIeRX: float64(v) * 1e6, MemUsed: uint64(i)}
+		s[i] = Sample{Util: v, PCIeRX: float64(v) * 1e6, MemUsed: uint64(i), Link: Link{Gen: 4 + i%2, Width: 16}}
 	}
 	return s
 }
@@ -130,10 +143,12 @@ func TestSummarize(t *testing.T) {
 		want    Stats
 	}{
 		{"empty", nil, Stats{}},
-		{"busy", utils(100, 100), Stats{Samples: 2, MeanUtil: 100, Idle: 0, MeanPCIeRX: 100e6, PeakMemUsed: 1}},
-		{"idle", utils(0, 0, 0), Stats{Samples: 3, Idle: 1, ZeroShare: 1, LongestZero: 300 * time.Millisecond, PeakMemUsed: 2}},
-		{"stalls", utils(80, 0, 0, 60, 0, 0, 0, 100), Stats{Samples: 8, MeanUtil: 30, Idle: 0.7, ZeroShare: 5.0 / 8,
-			LongestZero: 300 * time.Millisecond, MeanPCIeRX: 30e6, PeakMemUsed: 7}},
+		{"busy", utils(100, 100), Stats{Samples: 2, MeanUtil: 100, PeakUtil: 100, Idle: 0, MeanPCIeRX: 100e6, PeakPCIeRX: 100e6,
+			PeakMemUsed: 1, Link: Link{5, 16}}},
+		{"idle", utils(0, 0, 0), Stats{Samples: 3, Idle: 1, ZeroShare: 1, LongestZero: 300 * time.Millisecond, PeakMemUsed: 2, Link: Link{5, 16}}},
+		{"one", utils(50), Stats{Samples: 1, MeanUtil: 50, PeakUtil: 50, Idle: 0.5, MeanPCIeRX: 50e6, PeakPCIeRX: 50e6, Link: Link{4, 16}}},
+		{"stalls", utils(80, 0, 0, 60, 0, 0, 0, 100), Stats{Samples: 8, MeanUtil: 30, PeakUtil: 100, Idle: 0.7, ZeroShare: 5.0 / 8,
+			LongestZero: 300 * time.Millisecond, MeanPCIeRX: 30e6, PeakPCIeRX: 100e6, PeakMemUsed: 7, Link: Link{5, 16}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Summarize(tc.samples, iv)
@@ -158,5 +173,56 @@ func TestSparkline(t *testing.T) {
 		if got := Sparkline(tc.values, tc.width); got != tc.want {
 			t.Errorf("Sparkline(%v, %d) = %q, want %q", tc.values, tc.width, got, tc.want)
 		}
+	}
+}
+
+// script is a Sampler that plays back utilizations, then cancels its
+// context (as Ctrl-C would) or fails.
+type script struct {
+	utils  []int
+	cancel context.CancelFunc
+	err    error
+	n      int
+}
+
+func (s *script) Sample() (Sample, error) {
+	if s.n == len(s.utils) {
+		if s.err != nil {
+			return Sample{}, s.err
+		}
+		s.cancel()
+		return Sample{Util: -1}, nil
+	}
+	s.n++
+	return Sample{Util: s.utils[s.n-1]}, nil
+}
+
+func TestWatch(t *testing.T) {
+	broken := errors.New("NVML went away")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"interrupted", nil, context.Canceled},
+		{"sampling error", broken, broken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s := &script{utils: []int{10, 0, 30}, cancel: cancel, err: tc.err}
+			var got []int
+			err := Watch(ctx, s, time.Microsecond, 0, func(smp Sample) { got = append(got, smp.Util) })
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Watch returned %v, want %v", err, tc.want)
+			}
+			want := []int{10, 0, 30}
+			if tc.err == nil {
+				want = append(want, -1) // the sample taken as the context ended
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("samples %v, want %v", got, want)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ type hostDevice struct {
 	mu     sync.Mutex
 	next   DevicePtr
 	allocs map[DevicePtr][]byte
+	events uintptr
 }
 
 // NewHost returns a Device whose "device memory" is host memory and whose
@@ -96,6 +97,19 @@ func (d *hostDevice) CopyDtoH(dst []byte, src DevicePtr) error {
 }
 
 func (*hostDevice) Sync(Stream) error { return nil }
+
+// Events have nothing to wait for: the host device's copies are done when
+// CopyHtoDAsync returns.
+func (d *hostDevice) NewEvent() (Event, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.events++
+	return Event(d.events), nil
+}
+
+func (*hostDevice) Record(Event, Stream) error { return nil }
+func (*hostDevice) Wait(Event) error           { return nil }
+func (*hostDevice) FreeEvent(Event) error      { return nil }
 
 // Close frees the device memory still allocated.
 func (d *hostDevice) Close() error {

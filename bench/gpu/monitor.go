@@ -3,8 +3,6 @@
 package gpu
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -35,7 +33,7 @@ func OpenMonitor(index, pid int) (*Monitor, error) {
 	n, ret := nvml.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		nvml.Shutdown()
-		return nil, fmt.Errorf("NVML device count: %s", nvml.ErrorString(ret))
+		return nil, fmt.Errorf("%w: NVML device count: %s", ErrNoGPU, nvml.ErrorString(ret))
 	}
 	if index < 0 || index >= n {
 		nvml.Shutdown()
@@ -67,7 +65,8 @@ func (m *Monitor) Link() (Link, error) {
 	return Link{Gen: gen, Width: width}, nil
 }
 
-// Sample takes one reading.
+// Sample takes one reading. With a pid, an NVML that cannot report
+// per-process utilization is an error, never a reading of 0%.
 func (m *Monitor) Sample() (Sample, error) {
 	if m.start.IsZero() {
 		m.start = time.Now()
@@ -79,7 +78,15 @@ func (m *Monitor) Sample() (Sample, error) {
 	}
 	s.Util, s.MemUtil = int(u.Gpu), int(u.Memory)
 	if m.pid > 0 {
-		s.Util = m.processUtil()
+		procs, ret := m.dev.GetProcessUtilization(m.lastSeen)
+		util, last, err := processUtil(procs, ret, m.pid, m.lastSeen)
+		if err != nil {
+			return s, fmt.Errorf("%s: %w", m.name, err)
+		}
+		s.Util, m.lastSeen = util, last
+	}
+	if l, err := m.Link(); err == nil {
+		s.Link = l
 	}
 	if rx, ret := m.dev.GetPcieThroughput(nvml.PCIE_UTIL_RX_BYTES); ret == nvml.SUCCESS {
 		s.PCIeRX = float64(rx) * 1024 // NVML reports KB/s
@@ -90,48 +97,29 @@ func (m *Monitor) Sample() (Sample, error) {
 	return s, nil
 }
 
-// processUtil returns the SM utilization of m.pid in the samples NVML took
-// since the last call; no sample means the process ran no kernel.
-func (m *Monitor) processUtil() int {
-	procs, ret := m.dev.GetProcessUtilization(m.lastSeen)
-	if ret != nvml.SUCCESS {
-		return 0
+// processUtil returns pid's SM utilization in the samples NVML took
+// since last, and the timestamp to ask from next time. NVML's "not found"
+// means it took no sample in that window because no process ran a kernel:
+// a real 0%. A pid missing from the samples ran none either. Any other
+// error is one: reading it as 0% would report a busy GPU as idle.
+func processUtil(procs []nvml.ProcessUtilizationSample, ret nvml.Return, pid int, last uint64) (int, uint64, error) {
+	switch ret {
+	case nvml.SUCCESS:
+	case nvml.ERROR_NOT_FOUND:
+		return 0, last, nil
+	case nvml.ERROR_NOT_SUPPORTED:
+		return 0, last, fmt.Errorf("per-process utilization (--pid) is not supported on this GPU or driver: watch the whole GPU without --pid")
+	default:
+		return 0, last, fmt.Errorf("utilization of pid %d: %s", pid, nvml.ErrorString(ret))
 	}
 	util := 0
 	for _, p := range procs {
-		m.lastSeen = max(m.lastSeen, p.TimeStamp)
-		if int(p.Pid) == m.pid {
+		last = max(last, p.TimeStamp)
+		if int(p.Pid) == pid {
 			util = max(util, int(p.SmUtil))
 		}
 	}
-	return util
-}
-
-// Run samples every interval until ctx ends or duration passes (0: no
-// limit), calling fn with each sample from the calling goroutine.
-func (m *Monitor) Run(ctx context.Context, interval, duration time.Duration, fn func(Sample)) error {
-	if duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, duration)
-		defer cancel()
-	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		s, err := m.Sample()
-		if err != nil {
-			return err
-		}
-		fn(s)
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil
-			}
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
+	return util, last, nil
 }
 
 // Close releases NVML.

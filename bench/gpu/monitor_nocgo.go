@@ -2,11 +2,6 @@
 
 package gpu
 
-import (
-	"context"
-	"time"
-)
-
 // Monitor samples a GPU through NVML; go-nvml needs cgo, so a build
 // without it has none.
 type Monitor struct{}
@@ -20,6 +15,3 @@ func (*Monitor) Name() string            { return "" }
 func (*Monitor) Link() (Link, error)     { return Link{}, ErrNoGPU }
 func (*Monitor) Sample() (Sample, error) { return Sample{}, ErrNoGPU }
 func (*Monitor) Close() error            { return nil }
-func (*Monitor) Run(context.Context, time.Duration, time.Duration, func(Sample)) error {
-	return ErrNoGPU
-}

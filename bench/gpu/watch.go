@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -14,17 +16,57 @@ type Sample struct {
 	MemUtil int           // percent of the period device memory was read or written
 	PCIeRX  float64       // host-to-device bytes per second
 	MemUsed uint64        // bytes of device memory in use
+	Link    Link          // the PCIe link as trained at the time; zero if unknown
+}
+
+// A Sampler takes one reading of a GPU each time it is asked; Monitor is
+// the NVML one.
+type Sampler interface {
+	Sample() (Sample, error)
+}
+
+// Watch takes a sample now and then every interval until ctx ends or
+// duration passes (0: no limit), and hands each to fn, from the calling
+// goroutine. It returns nil when duration passes, ctx's error when ctx
+// ends first, and a sampling error as soon as one occurs.
+func Watch(ctx context.Context, s Sampler, interval, duration time.Duration, fn func(Sample)) error {
+	if duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, duration)
+		defer cancel()
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		smp, err := s.Sample()
+		if err != nil {
+			return err
+		}
+		fn(smp)
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) && duration > 0 {
+				return nil
+			}
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // Stats summarises a series of samples.
 type Stats struct {
 	Samples     int           `json:"samples"`
 	MeanUtil    float64       `json:"mean_util"`    // percent
+	PeakUtil    int           `json:"peak_util"`    // percent
 	Idle        float64       `json:"idle"`         // 1 - mean utilization: the share of time no kernel ran
 	ZeroShare   float64       `json:"zero_share"`   // share of samples at 0% utilization
 	LongestZero time.Duration `json:"longest_zero"` // longest run of consecutive 0% samples
 	MeanPCIeRX  float64       `json:"mean_pcie_rx"` // bytes/s
+	PeakPCIeRX  float64       `json:"peak_pcie_rx"` // bytes/s
 	PeakMemUsed uint64        `json:"peak_mem_used"`
+	// Link is the fastest link seen: boards train down when idle.
+	Link Link `json:"link"`
 }
 
 // Summarize computes Stats over samples taken every interval.
@@ -38,7 +80,12 @@ func Summarize(samples []Sample, interval time.Duration) Stats {
 	for _, s := range samples {
 		util += float64(s.Util)
 		rx += s.PCIeRX
+		st.PeakUtil = max(st.PeakUtil, s.Util)
+		st.PeakPCIeRX = max(st.PeakPCIeRX, s.PCIeRX)
 		st.PeakMemUsed = max(st.PeakMemUsed, s.MemUsed)
+		if s.Link.Width<<s.Link.Gen > st.Link.Width<<st.Link.Gen { // each generation doubles a lane
+			st.Link = s.Link
+		}
 		if s.Util == 0 {
 			zeros++
 			run++
@@ -80,7 +127,13 @@ func Sparkline(values []float64, width int) string {
 
 // Link is a PCIe link's current generation and width.
 type Link struct {
-	Gen, Width int
+	Gen   int `json:"gen"`
+	Width int `json:"width"`
 }
 
-func (l Link) String() string { return fmt.Sprintf("PCIe Gen%d x%d", l.Gen, l.Width) }
+func (l Link) String() string {
+	if l == (Link{}) {
+		return "PCIe link unknown"
+	}
+	return fmt.Sprintf("PCIe Gen%d x%d", l.Gen, l.Width)
+}

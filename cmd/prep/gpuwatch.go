@@ -26,7 +26,7 @@ func newGPUWatchCmd() *cobra.Command {
 		Use:   "gpu-watch",
 		Short: "Sample GPU utilization while training runs, and report how long it sat idle",
 		Long: `gpu-watch samples one GPU through NVML every --interval for --duration (or
-until Ctrl-C): utilization (of the whole GPU, or of one process with --pid),
+until Ctrl-C, which ends the watch like the duration does): utilization (of the whole GPU, or of one process with --pid),
 PCIe receive throughput and memory used. It reports the mean utilization, the
 idle share (1 − mean utilization), the longest run of 0% samples, the PCIe
 link, and a one-line plot of utilization over time.
@@ -51,33 +51,7 @@ NVML or the GPU is missing.`,
 				return err
 			}
 			defer m.Close()
-			var samples []gpu.Sample
-			runErr := m.Run(cmd.Context(), interval, duration, func(s gpu.Sample) { samples = append(samples, s) })
-			if runErr != nil && !errors.Is(runErr, context.Canceled) {
-				return runErr
-			}
-			w := watchOutput{GPU: m.Name(), PID: pid, Interval: interval.String(), Stats: gpu.Summarize(samples, interval)}
-			if l, err := m.Link(); err == nil {
-				w.PCIe = l.String()
-			}
-			for _, s := range samples {
-				w.Util = append(w.Util, s.Util)
-			}
-			if jsonOut {
-				err = writeJSON(cmd.OutOrStdout(), w)
-			} else {
-				err = w.writeText(cmd.OutOrStdout())
-			}
-			if err != nil {
-				return err
-			}
-			if runErr != nil {
-				return runErr // Ctrl-C: the summary of what was sampled is out
-			}
-			if w.Stats.Samples > 0 && w.Stats.Idle > maxIdle {
-				return exitError{exitThreshold, fmt.Errorf("GPU idle %.0f%% of the time, above --max-idle %.0f%%: the input pipeline is not keeping up; measure the shards with prep feed-test", 100*w.Stats.Idle, 100*maxIdle)}
-			}
-			return nil
+			return watch(cmd.Context(), cmd.OutOrStdout(), m, watchConfig{pid, interval, duration, maxIdle, jsonOut})
 		},
 	}
 	f := cmd.Flags()
@@ -88,6 +62,51 @@ NVML or the GPU is missing.`,
 	f.Float64Var(&maxIdle, "max-idle", 0.3, "largest acceptable idle share (0–1); above it gpu-watch exits 4")
 	f.BoolVar(&jsonOut, "json", false, "print the summary and every utilization sample as JSON")
 	return cmd
+}
+
+// monitor is what gpu-watch needs of a GPU: gpu.Monitor, or a fake in
+// tests.
+type monitor interface {
+	gpu.Sampler
+	Name() string
+	Link() (gpu.Link, error)
+}
+
+type watchConfig struct {
+	pid                int
+	interval, duration time.Duration
+	maxIdle            float64
+	json               bool
+}
+
+// watch samples m until the duration passes or ctx ends (Ctrl-C), prints
+// the summary either way, and exits 4 when the idle share passes
+// --max-idle: with --duration 0, Ctrl-C is how a watch ends.
+func watch(ctx context.Context, out io.Writer, m monitor, c watchConfig) error {
+	var samples []gpu.Sample
+	err := gpu.Watch(ctx, m, c.interval, c.duration, func(s gpu.Sample) { samples = append(samples, s) })
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	w := watchOutput{GPU: m.Name(), PID: c.pid, Interval: c.interval.String(), Stats: gpu.Summarize(samples, c.interval)}
+	if l, err := m.Link(); err == nil {
+		w.PCIe = l.String()
+	}
+	for _, s := range samples {
+		w.Util = append(w.Util, s.Util)
+	}
+	if c.json {
+		err = writeJSON(out, w)
+	} else {
+		err = w.writeText(out)
+	}
+	if err != nil {
+		return err
+	}
+	if w.Stats.Samples > 0 && w.Stats.Idle > c.maxIdle {
+		return exitError{exitThreshold, fmt.Errorf("GPU idle %.0f%% of the time, above --max-idle %.0f%%: the input pipeline is not keeping up; measure the shards with prep feed-test", 100*w.Stats.Idle, 100*c.maxIdle)}
+	}
+	return nil
 }
 
 type watchOutput struct {

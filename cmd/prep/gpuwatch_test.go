@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,3 +55,66 @@ util ▇▁▁▁█▇▁▅
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
 	}
 }
+
+// fakeGPU plays back utilizations, then ends the watch as Ctrl-C would by
+// cancelling its context.
+type fakeGPU struct {
+	utils  []int
+	cancel context.CancelFunc
+	n      int
+}
+
+func (f *fakeGPU) Name() string            { return "GPU 0: fake" }
+func (f *fakeGPU) Link() (gpu.Link, error) { return gpu.Link{Gen: 5, Width: 16}, nil }
+func (f *fakeGPU) Sample() (gpu.Sample, error) {
+	if f.n == len(f.utils)-1 {
+		f.cancel()
+	}
+	u := f.utils[min(f.n, len(f.utils)-1)]
+	f.n++
+	return gpu.Sample{Util: u, PCIeRX: 1e9, MemUsed: 1 << 30}, nil
+}
+
+func TestWatchLoop(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		utils   []int
+		maxIdle float64
+		code    int // 0: no error
+		idle    float64
+		longest time.Duration
+	}{
+		{"busy", []int{90, 100, 80, 100}, 0.3, 0, 0.075, 0},
+		{"starved", []int{90, 0, 0, 0, 10, 0}, 0.3, exitThreshold, 1 - 100.0/6/100, 300 * time.Millisecond},
+		{"starved but tolerated", []int{90, 0, 0, 0, 10, 0}, 0.9, 0, 1 - 100.0/6/100, 300 * time.Millisecond},
+		{"all idle", []int{0, 0}, 0, exitThreshold, 1, 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// --duration 0: the watch runs until "Ctrl-C", then still
+			// reports and applies --max-idle.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var out bytes.Buffer
+			err := watch(ctx, &out, &fakeGPU{utils: tc.utils, cancel: cancel}, watchConfig{interval: 100 * time.Millisecond, maxIdle: tc.maxIdle, json: true})
+			var ee exitError
+			switch {
+			case tc.code == 0 && err != nil:
+				t.Fatalf("watch: %v", err)
+			case tc.code != 0 && (!errors.As(err, &ee) || ee.code != tc.code):
+				t.Fatalf("watch returned %v, want exit %d", err, tc.code)
+			}
+			var w watchOutput
+			if err := json.Unmarshal(out.Bytes(), &w); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if w.Stats.Samples != len(tc.utils) || w.Stats.LongestZero != tc.longest || !near(w.Stats.Idle, tc.idle) || w.PCIe != "PCIe Gen5 x16" {
+				t.Errorf("stats %+v, link %q; want %d samples, idle %v, longest zero run %v", w.Stats, w.PCIe, len(tc.utils), tc.idle, tc.longest)
+			}
+			if tc.code == exitThreshold && !strings.Contains(err.Error(), "above --max-idle") {
+				t.Errorf("message %q", err)
+			}
+		})
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
