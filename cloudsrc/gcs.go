@@ -67,11 +67,21 @@ func splitGS(uri string) (bucket, name string, err error) {
 // GCS is a Source over the objects of one bucket under a prefix,
 // optionally filtered by a pattern.
 type GCS struct {
-	o       *Opener
-	bucket  *storage.BucketHandle
+	o *Opener
+	// bucket serves reads, listings, deletes and attribute calls with the
+	// library's retries off: this package's own loop retries them, so
+	// that one failing request is tried Opener.Attempts times, and a read
+	// resumes at the offset reached instead of starting over.
+	bucket *storage.BucketHandle
+	// uploads serves uploads only, with the library's retries on: it
+	// retries each chunk of a resumable upload in place, which no loop
+	// outside it can. An upload is safe to send again (the same bytes under
+	// the same name, checked by CRC32C), so the policy is RetryAlways.
+	uploads *storage.BucketHandle
 	name    string // bucket name
 	prefix  string // "" or ending in "/"; keys are relative to it
 	pattern string // path.Match pattern on keys; "" keeps all
+	dest    bool   // a destination: a 403 asks for the role that writes
 }
 
 // gcs returns a source over bucket b with keys relative to prefix.
@@ -83,12 +93,16 @@ func (o *Opener) gcs(_ context.Context, b, prefix string) (*GCS, error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	bh := c.Bucket(b).Retryer(
-		storage.WithPolicy(storage.RetryAlways),
-		storage.WithBackoff(o.backoff()),
-		storage.WithMaxAttempts(o.attempts()),
-	)
-	return &GCS{o: o, bucket: bh, name: b, prefix: prefix}, nil
+	return &GCS{
+		o:      o,
+		bucket: c.Bucket(b).Retryer(storage.WithPolicy(storage.RetryNever)),
+		uploads: c.Bucket(b).Retryer(
+			storage.WithPolicy(storage.RetryAlways),
+			storage.WithBackoff(o.backoff()),
+		),
+		name:   b,
+		prefix: prefix,
+	}, nil
 }
 
 func (o *Opener) openGCSSource(ctx context.Context, uri string) (*GCS, error) {
@@ -155,7 +169,7 @@ func (g *GCS) List(ctx context.Context) ([]Object, error) {
 func (g *GCS) list(ctx context.Context, prefix, delim string, fn func(*storage.ObjectAttrs)) error {
 	uri := "gs://" + g.name + "/" + strings.TrimSuffix(prefix, "/")
 	q := &storage.Query{Prefix: prefix, Delimiter: delim}
-	if err := q.SetAttrSelection([]string{"Name", "Size"}); err != nil {
+	if err := q.SetAttrSelection([]string{"Name", "Size", "CRC32C"}); err != nil {
 		return err
 	}
 	bo := g.o.backoff()
@@ -188,7 +202,7 @@ func (g *GCS) list(ctx context.Context, prefix, delim string, fn func(*storage.O
 		}
 		dog.stop()
 		if err := retryWait(ctx, err, tries, g.o.attempts(), &bo); err != nil {
-			return gcsErr(uri, g.name, false, err)
+			return gcsErr(uri, g.name, g.dest, err)
 		}
 	}
 }
@@ -205,19 +219,23 @@ func hidden(key string) bool {
 // Open opens the object behind key. The first request is made here, so a
 // missing object or a refused permission shows up at once; reads that
 // stall or fail later resume at the offset reached, on the same object
-// generation.
+// generation. Opening and reading together, retries included, must end
+// within the Opener's ObjectTimeout; Close ends the object's time.
 func (g *GCS) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return g.openObject(ctx, g.prefix+key)
 }
 
 func (g *GCS) openObject(ctx context.Context, name string) (*objectReader, error) {
-	r := &objectReader{ctx: ctx, g: g, obj: g.bucket.Object(name), name: name, bo: g.o.backoff()}
+	d := g.o.objectTimeout()
+	ctx, cancel := context.WithTimeoutCause(ctx, d, &deadlineError{d})
+	r := &objectReader{ctx: ctx, cancel: cancel, g: g, obj: g.bucket.Object(name), name: name, bo: g.o.backoff()}
 	if err := r.reopen(); err != nil {
+		defer cancel()
 		if errors.Is(err, fs.ErrNotExist) {
 			// A missing bucket answers 404 to object reads too: tell
 			// the two apart, on this error path only.
 			if _, berr := g.bucket.Attrs(ctx); errors.Is(berr, storage.ErrBucketNotExist) {
-				return nil, gcsErr(r.uri(), g.name, false, berr)
+				return nil, gcsErr(r.uri(), g.name, g.dest, berr)
 			}
 		}
 		return nil, err
@@ -225,21 +243,30 @@ func (g *GCS) openObject(ctx context.Context, name string) (*objectReader, error
 	return r, nil
 }
 
+// deadlineError is the cause of an object read that ran out of its
+// ObjectTimeout.
+type deadlineError struct{ d time.Duration }
+
+func (e *deadlineError) Error() string {
+	return fmt.Sprintf("not read within %s (--object-timeout), retries included", e.d)
+}
+
 // objectReader reads one object, reopening it at the offset reached when a
 // read fails with a retryable error or makes no progress for the
 // Opener's Timeout.
 type objectReader struct {
-	ctx   context.Context
-	g     *GCS
-	obj   *storage.ObjectHandle
-	name  string
-	bo    gax.Backoff
-	rr    *storage.Reader
-	dog   *watchdog
-	off   int64
-	size  int64
-	gen   int64
-	tries int // failed attempts since the last progress
+	ctx    context.Context // ends at the object's deadline, or on Close
+	cancel context.CancelFunc
+	g      *GCS
+	obj    *storage.ObjectHandle
+	name   string
+	bo     gax.Backoff
+	rr     *storage.Reader
+	dog    *watchdog
+	off    int64
+	size   int64
+	gen    int64
+	tries  int // failed attempts since the last progress
 }
 
 func (r *objectReader) uri() string { return "gs://" + r.g.name + "/" + r.name }
@@ -268,9 +295,19 @@ func (r *objectReader) reopen() error {
 			err = errStalled
 		}
 		if err := retryWait(r.ctx, err, r.tries, r.g.o.attempts(), &r.bo); err != nil {
-			return gcsErr(r.uri(), r.g.name, false, err)
+			return r.fail(err)
 		}
 	}
+}
+
+// fail turns an error that ends a read into an Error, naming the object's
+// deadline when it was that which ran out.
+func (r *objectReader) fail(err error) error {
+	var de *deadlineError
+	if errors.As(context.Cause(r.ctx), &de) {
+		err = de
+	}
+	return gcsErr(r.uri(), r.g.name, r.g.dest, err)
 }
 
 func (r *objectReader) Read(p []byte) (int, error) {
@@ -298,7 +335,7 @@ func (r *objectReader) Read(p []byte) (int, error) {
 			return n, nil // the next Read reopens
 		}
 		if err := retryWait(r.ctx, err, r.tries+1, r.g.o.attempts(), &r.bo); err != nil {
-			return n, gcsErr(r.uri(), r.g.name, false, err)
+			return n, r.fail(err)
 		}
 	}
 }
@@ -317,6 +354,7 @@ func (r *objectReader) Stat() (fs.FileInfo, error) { return objectInfo{r}, nil }
 
 func (r *objectReader) Close() error {
 	r.drop()
+	r.cancel()
 	return nil
 }
 
@@ -342,7 +380,7 @@ func retryWait(ctx context.Context, err error, tries, attempts int, bo *gax.Back
 		return err
 	}
 	if tries >= attempts {
-		return fmt.Errorf("gave up after %d attempts: %w", tries, err)
+		return &exhaustedError{tries: tries, err: err}
 	}
 	t := time.NewTimer(bo.Pause())
 	defer t.Stop()
@@ -353,6 +391,18 @@ func retryWait(ctx context.Context, err error, tries, attempts int, bo *gax.Back
 		return nil
 	}
 }
+
+// exhaustedError is a retryable failure that lasted through every attempt.
+type exhaustedError struct {
+	tries int
+	err   error
+}
+
+func (e *exhaustedError) Error() string {
+	return fmt.Sprintf("%v (gave up after %d attempts)", e.err, e.tries)
+}
+
+func (e *exhaustedError) Unwrap() error { return e.err }
 
 // watchdog cancels its context when a request it guards runs longer than
 // d without returning: arm before the call, disarm after.
@@ -403,10 +453,18 @@ func (e *Error) Unwrap() []error {
 	return []error{e.Err}
 }
 
+// Fatal reports whether the failure must stop a run rather than skip one
+// input. Only a missing object is not: an input list can be older than
+// the bucket, and the run goes on without that one input. A refused
+// permission, missing credentials, a missing bucket, a failure that
+// lasted through every retry and an object's deadline all stop it, since
+// going on would leave out inputs the user still has.
+func (e *Error) Fatal() bool { return !errors.Is(e.Err, storage.ErrObjectNotExist) }
+
 const loginHint = `run "gcloud auth application-default login", or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file`
 
 // gcsErr turns a library error into an Error that names the fix. write
-// selects the role to ask for on 403.
+// selects the role to ask for on 403: the destination's.
 func gcsErr(uri, bucket string, write bool, err error) error {
 	if err == nil {
 		return nil
@@ -414,6 +472,20 @@ func gcsErr(uri, bucket string, write bool, err error) error {
 	var e *Error
 	if errors.As(err, &e) || errors.Is(err, context.Canceled) {
 		return err
+	}
+	var de *deadlineError
+	if errors.As(err, &de) {
+		return &Error{URI: uri, Err: err, Msg: de.Error() + ": raise --object-timeout for large objects or a slow link, then rerun with --resume"}
+	}
+	var xe *exhaustedError
+	if errors.As(err, &xe) {
+		e := gcsErr(uri, bucket, write, xe.err).(*Error)
+		e.Err = err
+		e.Msg += fmt.Sprintf(" (gave up after %d attempts: Cloud Storage kept failing; rerun with --resume later, or raise --io-attempts)", xe.tries)
+		return e
+	}
+	if errors.Is(err, errStalled) {
+		return &Error{URI: uri, Err: err, Msg: "no progress within the timeout (--io-timeout)"}
 	}
 	if errors.Is(err, storage.ErrBucketNotExist) {
 		return &Error{URI: uri, Code: 404, Err: err,
@@ -431,18 +503,21 @@ func gcsErr(uri, bucket string, write bool, err error) error {
 		case http.StatusUnauthorized:
 			return &Error{URI: uri, Code: ge.Code, Err: err, Msg: "not authenticated (401): " + loginHint}
 		case http.StatusForbidden:
-			role := "roles/storage.objectViewer"
+			msg := fmt.Sprintf("permission denied (403): grant the service account roles/storage.objectViewer on bucket %s, or %s", bucket, loginHint)
 			if write {
-				role = "roles/storage.objectAdmin"
+				msg = fmt.Sprintf("permission denied (403): the destination needs roles/storage.objectAdmin (prep lists, writes and deletes there): grant it to the service account on bucket %s, or %s", bucket, loginHint)
 			}
-			return &Error{URI: uri, Code: ge.Code, Err: err, Msg: fmt.Sprintf(
-				"permission denied (403): grant the service account %s on bucket %s, or %s", role, bucket, loginHint)}
+			return &Error{URI: uri, Code: ge.Code, Err: err, Msg: msg}
 		case http.StatusNotFound:
 			// Listing and uploading answer 404 only for a missing bucket.
 			return &Error{URI: uri, Code: ge.Code, Err: err,
 				Msg: fmt.Sprintf("bucket %q does not exist (check the name in gs://%s/...)", bucket, bucket)}
 		}
-		return &Error{URI: uri, Code: ge.Code, Err: err, Msg: fmt.Sprintf("%d %s", ge.Code, firstLine(ge.Message))}
+		msg := firstLine(ge.Message)
+		if msg == "" {
+			msg = http.StatusText(ge.Code)
+		}
+		return &Error{URI: uri, Code: ge.Code, Err: err, Msg: fmt.Sprintf("%d %s", ge.Code, msg)}
 	}
 	return &Error{URI: uri, Err: err, Msg: firstLine(err.Error())}
 }

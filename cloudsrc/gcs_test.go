@@ -399,3 +399,151 @@ func TestNoCredentials(t *testing.T) {
 	}
 	wantErr(t, err, `gs://b/raw: no Google Cloud credentials found: run "gcloud auth application-default login", or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file`)
 }
+
+// fatal reports whether err says it must stop a run, as convert.IsFatal
+// asks it.
+func fatal(err error) bool {
+	var f interface{ Fatal() bool }
+	return errors.As(err, &f) && f.Fatal()
+}
+
+// TestGCSRetryBudget checks that an object that always answers 503 is
+// requested exactly Attempts times (8 by default, as the README says): one
+// retry layer, not the library's inside this package's.
+func TestGCSRetryBudget(t *testing.T) {
+	srv := gcstest.NewServer(t, inputs...)
+	p := &gcstest.Proxy{Unavailable: "raw/cat/1.jpg"}
+	srv.Use(t, p)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		attempts, want int
+	}{{0, 8}, {3, 3}} {
+		o := fastOpener("")
+		o.Attempts = tt.attempts
+		before := p.Refused()
+		src, _ := o.OpenSource(ctx, "gs://data/raw")
+		_, err := src.Open(ctx, "cat/1.jpg")
+		if got := p.Refused() - before; got != int64(tt.want) {
+			t.Errorf("Attempts %d: %d requests, want %d", tt.attempts, got, tt.want)
+		}
+		wantErr(t, err, fmt.Sprintf("gs://data/raw/cat/1.jpg: 503 Service Unavailable (gave up after %d attempts: Cloud Storage kept failing; rerun with --resume later, or raise --io-attempts)", tt.want))
+		if !fatal(err) {
+			t.Errorf("exhausted retries are not fatal: %v", err)
+		}
+	}
+}
+
+// TestGCSObjectTimeout reads through a proxy that stalls every download
+// half-way for longer than the object's whole deadline.
+func TestGCSObjectTimeout(t *testing.T) {
+	srv := gcstest.NewServer(t, inputs...)
+	srv.Use(t, &gcstest.Proxy{StallEvery: 1, Stall: time.Minute})
+	ctx := context.Background()
+	o := fastOpener("")
+	o.Timeout = time.Minute // the per-request watchdog never fires
+	o.ObjectTimeout = 300 * time.Millisecond
+	src, _ := o.OpenSource(ctx, "gs://data/raw")
+	rc, err := src.Open(ctx, "dog/3.jpg")
+	if err == nil {
+		_, err = io.ReadAll(rc)
+		rc.Close()
+	}
+	wantErr(t, err, "gs://data/raw/dog/3.jpg: not read within 300ms (--object-timeout), retries included: raise --object-timeout for large objects or a slow link, then rerun with --resume")
+	if !fatal(err) {
+		t.Errorf("an object past its deadline is not fatal: %v", err)
+	}
+}
+
+// TestGCSDestinationErrors checks that refusals at the destination ask for
+// the role that writes there, and that only a missing object is not fatal.
+func TestGCSDestinationErrors(t *testing.T) {
+	const login = `run "gcloud auth application-default login", or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file`
+	const admin = `permission denied (403): the destination needs roles/storage.objectAdmin (prep lists, writes and deletes there): grant it to the service account on bucket out, or ` + login
+	tests := []struct {
+		name  string
+		proxy *gcstest.Proxy
+		op    func(context.Context, cloudsrc.Sink) error
+		want  string
+	}{
+		{"403 on list", &gcstest.Proxy{Forbid: "/b/out/"},
+			func(ctx context.Context, s cloudsrc.Sink) error { _, err := s.List(ctx); return err },
+			"gs://out/run: " + admin},
+		{"403 on upload", &gcstest.Proxy{Forbid: "/upload/storage/v1/b/out/"},
+			func(ctx context.Context, s cloudsrc.Sink) error {
+				os.WriteFile(filepath.Join(s.Dir(), "a.h5"), []byte("x"), 0o644)
+				s.Publish(ctx, "a.h5")
+				return s.Wait()
+			},
+			"gs://out/run/a.h5: " + admin},
+		{"403 on reading the manifest", &gcstest.Proxy{Forbid: "/b/out/"},
+			func(ctx context.Context, s cloudsrc.Sink) error {
+				_, err := s.ReadFile(ctx, "manifest.json")
+				return err
+			},
+			"gs://out/run/manifest.json: " + admin},
+		{"401", &gcstest.Proxy{Unauthorized: "/b/out/"},
+			func(ctx context.Context, s cloudsrc.Sink) error { _, err := s.List(ctx); return err },
+			"gs://out/run: not authenticated (401): " + login},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := gcstest.NewServer(t)
+			srv.CreateBucket("out")
+			srv.Use(t, tt.proxy)
+			ctx := context.Background()
+			sink, err := fastOpener(t.TempDir()).OpenSink(ctx, "gs://out/run")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sink.(io.Closer).Close()
+			err = tt.op(ctx, sink)
+			wantErr(t, err, tt.want)
+			if !fatal(err) {
+				t.Errorf("not fatal: %v", err)
+			}
+		})
+	}
+
+	// A missing object is the one failure a run skips.
+	gcstest.NewServer(t, inputs...)
+	src, _ := fastOpener("").OpenSource(context.Background(), "gs://data/raw")
+	if _, err := src.Open(context.Background(), "cat/gone.jpg"); err == nil || fatal(err) {
+		t.Errorf("missing object: %v, want a non-fatal error", err)
+	}
+}
+
+// TestGCSSinkFiles lists the destination with the CRC32C Cloud Storage
+// keeps, equal to the local file's.
+func TestGCSSinkFiles(t *testing.T) {
+	srv := gcstest.NewServer(t)
+	srv.CreateBucket("out")
+	ctx := context.Background()
+	sink, err := fastOpener(t.TempDir()).OpenSink(ctx, "gs://out/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.(io.Closer).Close()
+	files := map[string][]byte{"a.h5": data(20, 3000), "b.h5": data(21, 70)}
+	want := map[string]uint32{}
+	for name, b := range files {
+		p := filepath.Join(t.TempDir(), name)
+		os.WriteFile(p, b, 0o644)
+		want[name], _ = cloudsrc.CRC32C(p)
+	}
+	publish(t, sink, files, []string{"a.h5", "b.h5"})
+	if err := sink.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sink.(*cloudsrc.GCSSink).Files(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("Files = %+v, want a.h5 and b.h5", got)
+	}
+	for _, f := range got {
+		if f.Size != int64(len(files[f.Name])) || f.CRC32C != want[f.Name] || want[f.Name] != crc32.Checksum(files[f.Name], crc32.MakeTable(crc32.Castagnoli)) {
+			t.Errorf("%s: size %d CRC32C %08x, want %d %08x", f.Name, f.Size, f.CRC32C, len(files[f.Name]), want[f.Name])
+		}
+	}
+}

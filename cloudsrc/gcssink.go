@@ -48,6 +48,7 @@ func (o *Opener) openGCSSink(ctx context.Context, uri string) (*GCSSink, error) 
 	if err != nil {
 		return nil, err
 	}
+	g.dest = true
 	if err := os.MkdirAll(o.staging(), 0o755); err != nil {
 		return nil, fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
 	}
@@ -144,8 +145,10 @@ func (s *GCSSink) Close() error {
 	return err
 }
 
-// upload copies the local file to the object name, trying again from the
-// start when an attempt fails with a retryable error or stalls.
+// upload copies the local file to the object name. Transient failures
+// (429, 5xx, a connection error) are retried by the storage library, chunk
+// by chunk; this loop starts the upload over only for what the library
+// cannot retry: bytes that arrived changed, or a request that stalled.
 func (s *GCSSink) upload(local, name string) error {
 	uri := s.objectURI(name)
 	crc, size, err := fileCRC32C(local)
@@ -157,6 +160,9 @@ func (s *GCSSink) upload(local, name string) error {
 		err := s.uploadOnce(local, name, crc, size)
 		if err == nil {
 			return nil
+		}
+		if !errors.Is(err, errCorrupt) && !errors.Is(err, errStalled) {
+			return gcsErr(uri, s.g.name, true, err)
 		}
 		if err := retryWait(s.ctx, err, tries, s.g.o.attempts(), &bo); err != nil {
 			if errors.Is(err, errCorrupt) {
@@ -197,7 +203,7 @@ func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64) error {
 	timeout := s.g.o.timeout()
 	dog := newWatchdog(s.ctx, timeout)
 	defer dog.stop()
-	w := s.g.bucket.Object(s.g.prefix + name).NewWriter(dog.ctx)
+	w := s.g.uploads.Object(s.g.prefix + name).NewWriter(dog.ctx)
 	w.CRC32C, w.SendCRC32C = crc, true
 	w.ContentType = "application/octet-stream"
 	if path.Ext(name) == ".json" {
@@ -268,19 +274,39 @@ func (s *GCSSink) ReadFile(ctx context.Context, name string) ([]byte, error) {
 
 // List names the files directly under the destination prefix, sorted.
 func (s *GCSSink) List(ctx context.Context) ([]string, error) {
-	var names []string
+	files, err := s.Files(ctx)
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.Name
+	}
+	return names, err
+}
+
+// Files lists the files directly under the destination prefix, sorted by
+// name, with the size and CRC32C Cloud Storage keeps for each: enough to
+// check a finished shard without downloading it.
+func (s *GCSSink) Files(ctx context.Context) ([]FileInfo, error) {
+	var files []FileInfo
 	err := s.g.list(ctx, s.g.prefix, "/", func(a *storage.ObjectAttrs) {
 		if n := strings.TrimPrefix(a.Name, s.g.prefix); a.Name != "" && n != "" {
-			names = append(names, n)
+			files = append(files, FileInfo{Name: n, Size: a.Size, CRC32C: a.CRC32C})
 		}
 	})
-	sort.Strings(names)
-	return names, err
+	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	return files, err
 }
 
 // Remove deletes name at the destination; a missing file matches
 // fs.ErrNotExist.
 func (s *GCSSink) Remove(ctx context.Context, name string) error {
-	err := s.g.bucket.Object(s.g.prefix + name).Delete(ctx)
-	return gcsErr(s.objectURI(name), s.g.name, true, err)
+	bo := s.g.o.backoff()
+	for tries := 1; ; tries++ {
+		err := s.g.bucket.Object(s.g.prefix + name).Delete(ctx)
+		if err == nil {
+			return nil
+		}
+		if err := retryWait(ctx, err, tries, s.g.o.attempts(), &bo); err != nil {
+			return gcsErr(s.objectURI(name), s.g.name, true, err)
+		}
+	}
 }

@@ -23,7 +23,15 @@ type Opener struct {
 	// again from where it stopped. It bounds a stalled connection, not the
 	// transfer: a large object takes as long as it takes. Default 60s.
 	Timeout time.Duration
-	// Attempts is how many times one request is tried. Default 8.
+	// ObjectTimeout caps the time one object's read may take in all,
+	// retries and resumed requests included; past it the read fails.
+	// Default 5m.
+	ObjectTimeout time.Duration
+	// Attempts is how many times one request (a read, a listing page, a
+	// delete) is tried before a retryable failure (429, 5xx, a connection
+	// error, a stall) ends it. Uploads are retried chunk by chunk by the
+	// storage library instead, for up to 32s or twice Timeout a chunk.
+	// Default 8.
 	Attempts int
 	// Backoff spaces the attempts (full jitter). Default 100ms doubling
 	// up to 5s.
@@ -44,6 +52,13 @@ func (o *Opener) timeout() time.Duration {
 		return o.Timeout
 	}
 	return 60 * time.Second
+}
+
+func (o *Opener) objectTimeout() time.Duration {
+	if o.ObjectTimeout > 0 {
+		return o.ObjectTimeout
+	}
+	return 5 * time.Minute
 }
 
 func (o *Opener) attempts() int {

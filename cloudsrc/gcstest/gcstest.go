@@ -99,9 +99,22 @@ type Proxy struct {
 	CorruptEvery int
 	// Forbid answers 403 to requests whose path contains it. "": none.
 	Forbid string
+	// Unauthorized answers 401 to requests whose path contains it, as to a
+	// caller whose credentials were refused. "": none.
+	Unauthorized string
+	// Unavailable answers 503 to every request whose path contains it,
+	// as a backend that never recovers. "": none.
+	Unavailable string
+	// OnResponse, when set, sees each answer the server gives before the
+	// client does (the object is stored by then, for an upload).
+	OnResponse func(*http.Response)
 
-	n, uploads, failed, stalled, corrupted atomic.Int64
+	n, uploads, failed, stalled, corrupted, refused atomic.Int64
 }
+
+// Refused counts the requests answered by Forbid, Unauthorized or
+// Unavailable.
+func (p *Proxy) Refused() int64 { return p.refused.Load() }
 
 // Failed and Stalled count the faults injected so far.
 func (p *Proxy) Failed() int64  { return p.failed.Load() }
@@ -121,6 +134,9 @@ func (p *Proxy) Handler(target *url.URL) http.Handler {
 		if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, target.String()) {
 			resp.Header.Set("Location", "http://"+resp.Request.Host+strings.TrimPrefix(loc, target.String()))
 		}
+		if p.OnResponse != nil {
+			p.OnResponse(resp)
+		}
 		if resp.Request.Context().Value(stallKey{}) != nil {
 			resp.Body = &stallingBody{rc: resp.Body, ctx: resp.Request.Context(),
 				after: resp.ContentLength / 2, d: p.Stall}
@@ -134,10 +150,21 @@ func (p *Proxy) Handler(target *url.URL) http.Handler {
 		if !sleep(r.Context(), p.Delay) {
 			return
 		}
-		if p.Forbid != "" && strings.Contains(r.URL.Path, p.Forbid) {
-			io.Copy(io.Discard, r.Body)
-			writeError(w, http.StatusForbidden, "caller does not have storage.objects.get access")
-			return
+		for _, f := range []struct {
+			path string
+			code int
+			msg  string
+		}{
+			{p.Forbid, http.StatusForbidden, "caller does not have storage.objects.get access"},
+			{p.Unauthorized, http.StatusUnauthorized, "Invalid Credentials"},
+			{p.Unavailable, http.StatusServiceUnavailable, ""},
+		} {
+			if f.path != "" && strings.Contains(r.URL.Path, f.path) {
+				p.refused.Add(1)
+				io.Copy(io.Discard, r.Body)
+				writeError(w, f.code, f.msg)
+				return
+			}
 		}
 		n := p.n.Add(1)
 		if p.FailEvery > 0 && n%int64(p.FailEvery) == 0 {
