@@ -12,7 +12,14 @@ type Buffers struct {
 	imgs []*image.NRGBA // the first used are handed out in this call
 	used int
 	acc  []int32
-	taps map[[2]int]taps // by (destination, source) size
+	taps map[tapsKey]taps
+}
+
+// tapsKey names a set of weights: destination and source size, and the
+// span of the source mapped.
+type tapsKey struct {
+	dst, src int
+	sp       span
 }
 
 // maxTaps bounds the weights kept: a dataset of many image sizes would
@@ -59,19 +66,20 @@ func (b *Buffers) accum(n int) []int32 {
 	return b.acc
 }
 
-// weights returns makeTaps(dstSize, srcSize), computed once per size pair.
-func (b *Buffers) weights(dstSize, srcSize int) taps {
+// weights returns makeSpanTaps(dstSize, srcSize, sp), computed once per
+// size pair and span.
+func (b *Buffers) weights(dstSize, srcSize int, sp span) taps {
 	if b == nil {
-		return makeTaps(dstSize, srcSize)
+		return makeSpanTaps(dstSize, srcSize, sp)
 	}
-	k := [2]int{dstSize, srcSize}
+	k := tapsKey{dstSize, srcSize, sp}
 	if t, ok := b.taps[k]; ok {
 		return t
 	}
 	if b.taps == nil || len(b.taps) >= maxTaps {
-		b.taps = map[[2]int]taps{}
+		b.taps = map[tapsKey]taps{}
 	}
-	t := makeTaps(dstSize, srcSize)
+	t := makeSpanTaps(dstSize, srcSize, sp)
 	b.taps[k] = t
 	return t
 }

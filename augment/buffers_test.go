@@ -36,7 +36,7 @@ func TestApplyBuffers(t *testing.T) {
 	win := image.Rect(56, 0, 280, 224)
 	if n := testing.AllocsPerRun(10, func() {
 		buf.reset()
-		resampleWindow(img, 336, 224, win, &buf)
+		resampleWindow(img, 336, 224, win, Source{}, &buf)
 	}); n > 3 {
 		t.Errorf("a resample with warm buffers makes %v allocations, want no more than its image headers and view", n)
 	}

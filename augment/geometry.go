@@ -63,12 +63,17 @@ func (o resize) applyImage(img *image.NRGBA, _ *rand.Rand) (*image.NRGBA, any) {
 
 // apply resizes img, resampling into memory of buf.
 func (o resize) apply(img *image.NRGBA, buf *Buffers) *image.NRGBA {
+	return o.applySource(img, Source{}, buf)
+}
+
+// applySource is apply for an image that src describes.
+func (o resize) applySource(img *image.NRGBA, src Source, buf *Buffers) *image.NRGBA {
 	sw, sh := img.Rect.Dx(), img.Rect.Dy()
 	if sw <= 0 || sh <= 0 {
 		return img
 	}
-	w, h := o.scaled(sw, sh)
-	scaled := resizeTo(img, w, h, buf)
+	w, h := o.scaled(src.size(sw, sh))
+	scaled := resizeTo(img, w, h, src, buf)
 	if !o.fit {
 		return scaled
 	}
@@ -100,28 +105,36 @@ func (o resize) scaled(sw, sh int) (w, h int) {
 // resampling only the pixels the crop keeps: the same bytes and draws as
 // the two ops in turn, for about two thirds of the work on resize=256,
 // crop=224.
-func resizeCrop(rs resize, c crop, img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*image.NRGBA, any) {
+func resizeCrop(rs resize, c crop, img *image.NRGBA, src Source, rng *rand.Rand, buf *Buffers) (*image.NRGBA, any) {
 	sw, sh := img.Rect.Dx(), img.Rect.Dy()
 	if rs.fit || sw <= 0 || sh <= 0 {
-		return c.applyImage(rs.apply(img, buf), rng)
+		return c.applyImage(rs.applySource(img, src, buf), rng)
 	}
-	w, h := rs.scaled(sw, sh)
+	w, h := rs.scaled(src.size(sw, sh))
 	x, y, p := c.place(w, h, rng)
 	win := image.Rect(x, y, x+c.w, y+c.h)
-	if (w == sw && h == sh) || !win.In(image.Rect(0, 0, w, h)) {
+	if unchanged(img, w, h, src) || !win.In(image.Rect(0, 0, w, h)) {
 		// Nothing to resample, or a window with padding.
-		return cropPad(resizeTo(img, w, h, buf), win), p
+		return cropPad(resizeTo(img, w, h, src, buf), win), p
 	}
-	return resampleWindow(img, w, h, win, buf), p
+	return resampleWindow(img, w, h, win, src, buf), p
 }
 
-// resizeTo resamples img to w x h, returning img itself when it already
-// has that size.
-func resizeTo(img *image.NRGBA, w, h int, buf *Buffers) *image.NRGBA {
-	if img.Rect.Dx() == w && img.Rect.Dy() == h {
+// unchanged reports whether resizing img (as src describes it) to w x h
+// leaves it as it is.
+func unchanged(img *image.NRGBA, w, h int, src Source) bool {
+	sw, sh := img.Rect.Dx(), img.Rect.Dy()
+	spx, spy := src.spans(sw, sh)
+	return w == sw && h == sh && spx == span{0, float64(sw)} && spy == span{0, float64(sh)}
+}
+
+// resizeTo resamples img to w x h, returning img itself when that leaves
+// it as it is.
+func resizeTo(img *image.NRGBA, w, h int, src Source, buf *Buffers) *image.NRGBA {
+	if unchanged(img, w, h, src) {
 		return img
 	}
-	return resample(img, w, h, buf)
+	return resampleWindow(img, w, h, image.Rect(0, 0, w, h), src, buf)
 }
 
 // crop cuts a w x h window, centered or (random) at a uniform position.
@@ -344,13 +357,44 @@ func (o flip) String() string {
 }
 
 func (o flip) applyImage(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any) {
+	return o.flip(img, rng, nil)
+}
+
+// flip draws, and when taken mirrors img into memory of buf (nil: fresh
+// memory), reporting whether it did.
+func (o flip) flip(img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*image.NRGBA, bool) {
 	if rng.Float64() >= o.p {
 		return img, false
 	}
-	if o.vertical {
-		return imaging.FlipV(img), true
+	return mirror(img, o.vertical, buf), true
+}
+
+// mirror returns img mirrored left-right (vertical: top-bottom), the bytes
+// of imaging.FlipH and FlipV, in memory of buf, on the calling goroutine:
+// imaging fans each call out over GOMAXPROCS goroutines and allocates its
+// result, which BenchmarkFanOut measured to cost more than it gains inside
+// a pipeline that keeps every core busy with its own image.
+func mirror(img *image.NRGBA, vertical bool, buf *Buffers) *image.NRGBA {
+	w, h := img.Rect.Dx(), img.Rect.Dy()
+	dst := buf.image(w, h)
+	for y := range h {
+		sy := y
+		if vertical {
+			sy = h - 1 - y
+		}
+		s := img.Pix[img.PixOffset(img.Rect.Min.X, img.Rect.Min.Y+sy):][:4*w]
+		d := dst.Pix[y*dst.Stride:][:4*w]
+		if vertical {
+			copy(d, s)
+			continue
+		}
+		for x, j := 0, 4*(w-1); x < 4*w; x, j = x+4, j-4 {
+			p := s[j : j+4 : j+4]
+			q := d[x : x+4 : x+4]
+			q[0], q[1], q[2], q[3] = p[0], p[1], p[2], p[3]
+		}
 	}
-	return imaging.FlipH(img), true
+	return dst
 }
 
 // rotate turns the image about its center by an angle uniform in

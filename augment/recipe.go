@@ -249,6 +249,12 @@ func (r *Recipe) Apply(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, map[stri
 // such result. A nil buf allocates, as Apply does. The bytes are those of
 // Apply.
 func (r *Recipe) ApplyBuffers(img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*image.NRGBA, map[string]any) {
+	return r.apply(img, Source{}, rng, buf)
+}
+
+// apply runs the image ops; src describes img until the first op that
+// changes its geometry other than a flip.
+func (r *Recipe) apply(img *image.NRGBA, src Source, rng *rand.Rand, buf *Buffers) (*image.NRGBA, map[string]any) {
 	params := map[string]any{}
 	if r == nil {
 		return img, params
@@ -264,18 +270,31 @@ func (r *Recipe) ApplyBuffers(img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*
 		rs, isResize := o.(resize)
 		if c, isCrop := r.opAt(i + 1).(crop); isResize && isCrop {
 			// The most common recipe: resample only what the crop keeps.
-			img, p = resizeCrop(rs, c, img, rng, buf)
+			img, p = resizeCrop(rs, c, img, src, rng, buf)
+			src = Source{}
 			r.record(params, i+1, p)
 			i++
 			continue
 		}
 		switch o := o.(type) {
 		case resize:
-			img = o.apply(img, buf)
+			img = o.applySource(img, src, buf)
+		case flip:
+			var flipped bool
+			img, flipped = o.flip(img, rng, buf)
+			if flipped {
+				src = src.flipped(img, o.vertical)
+			}
+			p = flipped
 		case rrc:
 			img, p = o.apply(img, rng, buf)
 		default:
 			img, p = io.applyImage(img, rng)
+		}
+		switch o.(type) {
+		case flip, gray, jitter:
+		default:
+			src = Source{}
 		}
 		r.record(params, i, p)
 	}

@@ -36,14 +36,28 @@ type taps struct {
 // makeTaps computes imaging's precomputeWeights for Catmull-Rom, in fixed
 // point and padded to a common tap count.
 func makeTaps(dstSize, srcSize int) taps {
-	du := float64(srcSize) / float64(dstSize)
+	return makeSpanTaps(dstSize, srcSize, span{0, float64(srcSize)})
+}
+
+// span is the part [off, off+size) of a source axis, in source pixels,
+// that a resize maps onto the destination: the whole axis, or, for an
+// image a decoder shrank by M/8 with its size rounded up (Source), the
+// stored image without the fraction of a pixel beyond it. Mapping the
+// whole rounded-up axis instead stretches the image by up to a pixel,
+// which put the scaled decodes 5-15 dB further from the full decode.
+type span struct{ off, size float64 }
+
+// makeSpanTaps is makeTaps mapping the span sp of the source onto the
+// destination.
+func makeSpanTaps(dstSize, srcSize int, sp span) taps {
+	du := sp.size / float64(dstSize)
 	scale := max(du, 1)
 	ru := math.Ceil(scale * filter.Support)
 	n := min(srcSize, 2*int(ru)+1)
 	t := taps{start: make([]int, dstSize), n: n, w: make([]int32, dstSize*n)}
 	fw := make([]float64, n)
 	for v := range dstSize {
-		fu := (float64(v)+0.5)*du - 0.5
+		fu := sp.off + (float64(v)+0.5)*du - 0.5
 		begin := max(0, int(math.Ceil(fu-ru)))
 		end := min(srcSize-1, int(math.Floor(fu+ru)))
 		// Keep the window inside the source; the extra taps weigh 0.
@@ -97,14 +111,19 @@ func opaque(img *image.NRGBA) bool {
 // resample resizes img to w x h (both positive) with the Catmull-Rom
 // filter, into memory of buf (nil: fresh memory).
 func resample(img *image.NRGBA, w, h int, buf *Buffers) *image.NRGBA {
-	return resampleWindow(img, w, h, image.Rect(0, 0, w, h), buf)
+	return resampleWindow(img, w, h, image.Rect(0, 0, w, h), Source{}, buf)
 }
 
 // resampleWindow returns the window win (inside (0,0)-(w,h)) of img
 // resized to w x h, computing only the pixels in the window: every output
 // pixel depends on its own weights alone, so the bytes are those of the
 // full resize, cropped.
-func resampleWindow(img *image.NRGBA, w, h int, win image.Rectangle, buf *Buffers) *image.NRGBA {
+//
+// src, when set, says which part of img's pixel grid the resize maps
+// (Source); the zero Source maps all of it.
+func resampleWindow(img *image.NRGBA, w, h int, win image.Rectangle, src Source, buf *Buffers) *image.NRGBA {
+	sw, sh := img.Rect.Dx(), img.Rect.Dy()
+	spx, spy := src.spans(sw, sh)
 	if !opaque(img) {
 		out := imaging.Resize(img, w, h, filter)
 		if win == out.Rect {
@@ -112,27 +131,28 @@ func resampleWindow(img *image.NRGBA, w, h int, win image.Rectangle, buf *Buffer
 		}
 		return cropPad(out, win)
 	}
-	sw, sh := img.Rect.Dx(), img.Rect.Dy()
 	// The source rows the window's rows read.
 	var tv taps
 	rows := [2]int{win.Min.Y, win.Max.Y}
-	if sh != h {
-		tv = buf.weights(h, sh)
+	sameW := sw == w && spx == span{0, float64(sw)}
+	sameH := sh == h && spy == span{0, float64(sh)}
+	if !sameH {
+		tv = buf.weights(h, sh, spy)
 		rows = [2]int{tv.start[win.Min.Y], tv.start[win.Max.Y-1] + tv.n}
 	}
 	// Views rather than SubImage, so that they can stay on the stack.
-	src := view(img, image.Rect(0, rows[0], sw, rows[1]).Add(img.Rect.Min))
-	if sw == w {
-		cols := view(&src, image.Rect(win.Min.X, 0, win.Max.X, src.Rect.Dy()).Add(src.Rect.Min))
-		if sh == h {
+	rs := view(img, image.Rect(0, rows[0], sw, rows[1]).Add(img.Rect.Min))
+	if sameW {
+		cols := view(&rs, image.Rect(win.Min.X, 0, win.Max.X, rs.Rect.Dy()).Add(rs.Rect.Min))
+		if sameH {
 			// No pass runs and cols is a view of the input: copy, so that
 			// the result never aliases the input.
 			return cropPad(&cols, image.Rect(0, 0, cols.Rect.Dx(), cols.Rect.Dy()))
 		}
 		return resampleV(&cols, tv, rows[0], win.Min.Y, win.Max.Y, buf)
 	}
-	wide := resampleH(&src, buf.weights(w, sw), win.Min.X, win.Max.X, buf)
-	if sh == h {
+	wide := resampleH(&rs, buf.weights(w, sw, spx), win.Min.X, win.Max.X, buf)
+	if sameH {
 		return wide
 	}
 	return resampleV(wide, tv, rows[0], win.Min.Y, win.Max.Y, buf)

@@ -8,11 +8,18 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/imgdec"
 )
 
 // ImageDecoder decodes one image file; minSide lets it decode smaller
 // (JPEG DCT scaling) when the recipe will shrink the image anyway.
 type ImageDecoder func(data []byte, minSide int) (*image.NRGBA, error)
+
+// ScaledImageDecoder is an ImageDecoder that also says, when it decoded
+// smaller, what full-size image the result stands for, so that the
+// recipe's resize gives the geometry of the full image (augment.Source;
+// the zero Source when not scaled).
+type ScaledImageDecoder func(data []byte, minSide int) (*image.NRGBA, augment.Source, error)
 
 // NewImageHandler decodes images and applies aug (nil: no augmentation).
 // minSide is the recipe's hint for the decoder (0: full size). release,
@@ -23,19 +30,45 @@ type ImageDecoder func(data []byte, minSide int) (*image.NRGBA, error)
 // per-worker buffers, and the tensors handed back through Recycle hold
 // the next samples.
 func NewImageHandler(decode ImageDecoder, release func(*image.NRGBA), aug ImageAugmenter, minSide int) Handler {
+	return NewScaledImageHandler(func(data []byte, minSide int) (*image.NRGBA, augment.Source, error) {
+		img, err := decode(data, minSide)
+		return img, augment.Source{}, err
+	}, release, aug, minSide)
+}
+
+// NewScaledImageHandler is NewImageHandler for a decoder that reports how
+// it scaled: the recipe then resizes the scaled image as if it were the
+// full one.
+func NewScaledImageHandler(decode ScaledImageDecoder, release func(*image.NRGBA), aug ImageAugmenter, minSide int) Handler {
 	h := &imageHandler{decode: decode, release: release, aug: aug, minSide: minSide}
 	h.bufs.New = func() any { return new(augment.Buffers) }
 	return h
 }
 
+// ImgdecDecoder decodes with imgdec, DCT-scaling JPEGs to minSide, and
+// reports the scaled decodes' Source.
+func ImgdecDecoder(opt imgdec.Options) ScaledImageDecoder {
+	return func(data []byte, minSide int) (*image.NRGBA, augment.Source, error) {
+		o := opt
+		o.MinSide = minSide
+		img, info, err := imgdec.Decode(data, o)
+		if err != nil || info.ScaleNum == 8 {
+			return img, augment.Source{}, err
+		}
+		w, h := info.Upright()
+		x0, y0, dx, dy := info.Region()
+		return img, augment.Source{W: w, H: h, X0: x0, Y0: y0, DX: dx, DY: dy}, nil
+	}
+}
+
 // bufferedAugmenter is an ImageAugmenter that can resample into memory
 // kept from earlier calls (augment.Recipe).
 type bufferedAugmenter interface {
-	ApplyBuffers(img *image.NRGBA, rng *rand.Rand, buf *augment.Buffers) (*image.NRGBA, map[string]any)
+	ApplyScaled(img *image.NRGBA, src augment.Source, rng *rand.Rand, buf *augment.Buffers) (*image.NRGBA, map[string]any)
 }
 
 type imageHandler struct {
-	decode  ImageDecoder
+	decode  ScaledImageDecoder
 	release func(*image.NRGBA)
 	aug     ImageAugmenter
 	minSide int
@@ -54,7 +87,7 @@ type imageHandler struct {
 const maxFreeBytes = 256 << 20
 
 func (h *imageHandler) Samples(_ context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
-	img, err := h.decode(in.Data, h.minSide)
+	img, src, err := h.decode(in.Data, h.minSide)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +105,7 @@ func (h *imageHandler) Samples(_ context.Context, in *Input, _ int, rng *rand.Ra
 	case bufferedAugmenter:
 		buf := h.bufs.Get().(*augment.Buffers)
 		var out *image.NRGBA
-		out, params = aug.ApplyBuffers(img, rng, buf)
+		out, params = aug.ApplyScaled(img, src, rng, buf)
 		t = h.tensor(out, one.shape[:0]) // out may be buf's memory: copy it before buf goes back
 		h.bufs.Put(buf)
 	default:

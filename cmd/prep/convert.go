@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"image"
 	"io"
 	"os"
 	"path"
@@ -263,12 +262,7 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 	}
 	shardSize, recipe, taskIndex, taskCount := c.shardSize, c.recipe, c.taskIndex, c.taskCount
 	decOpt := imgdec.Options{MaxPixels: f.maxPixels, Decoder: f.decoder}
-	imageHandler := convert.NewImageHandler(func(data []byte, minSide int) (*image.NRGBA, error) {
-		o := decOpt
-		o.MinSide = minSide
-		img, _, err := imgdec.Decode(data, o)
-		return img, err
-	}, imgdec.Release, recipe, recipe.MinSide())
+	imageHandler := convert.NewScaledImageHandler(convert.ImgdecDecoder(decOpt), imgdec.Release, recipe, recipe.MinSide())
 	npyHandler := convert.NewNPYHandler(convert.NPYOptions{SplitAxis: f.splitAxis})
 	videoHandler := convert.NewVideoHandler(f.video, recipe)
 	audioHandler := convert.NewAudioHandler(f.audio, recipe)

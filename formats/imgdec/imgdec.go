@@ -2,7 +2,7 @@
 // (EXIF orientation applied), refusing oversized headers before decoding.
 //
 // JPEGs go through libjpeg-turbo when the package is built with cgo (the default
-// on Linux), which can also shrink them by 1/2, 1/4 or 1/8 in the DCT domain; the
+// on Linux), which can also shrink them by M/8 (M = 1..7) in the DCT domain; the
 // standard library's image/jpeg is the fallback and the reference.
 //
 // Decoded images may be handed back with Release once the caller is done with
@@ -17,7 +17,6 @@ import (
 	"image/jpeg"
 	"image/png"
 	"io"
-	"math"
 	"net/http"
 )
 
@@ -38,13 +37,14 @@ type Options struct {
 	// DefaultMaxPixels. Negative disables the check.
 	MaxPixels int64
 	// MinSide lets the decoder deliver a smaller image whose shorter side is
-	// still at least MinSide (JPEG DCT scaling); 0 means full size.
+	// still at least MinSide (JPEG DCT scaling by M/8, see scaleFor); 0
+	// means full size. Resize the result with Info.Region to get the
+	// geometry of the full image.
 	MinSide int
-	// ReducingGap keeps DCT scaling from going below ReducingGap × MinSide,
-	// leaving the last factor to the caller's resampling filter, as Pillow's
-	// thumbnail(reducing_gap=2.0) does. 0 means 2, which keeps a resize to
-	// MinSide within 40 dB PSNR of resizing the full image; 1 is the fastest,
-	// at a visible cost on fine detail (20–40 dB on the test photos).
+	// ReducingGap, when positive, replaces the default scale rule with a
+	// uniform one: the shorter side stays at least ReducingGap × MinSide,
+	// leaving the last factor to the caller's resampling filter, as
+	// Pillow's thumbnail(reducing_gap) does. For measurements.
 	ReducingGap float64
 	// Decoder is "auto" (or ""), "go" or "turbo".
 	Decoder string
@@ -54,9 +54,10 @@ type Options struct {
 type Info struct {
 	Format        string // "jpeg" or "png"
 	Width, Height int    // as stored: before scaling and orientation
-	// Scale is the DCT denominator used (1, 2, 4 or 8): the decoded image is
-	// ⌈Width/Scale⌉ × ⌈Height/Scale⌉ before orientation.
-	Scale int
+	// ScaleNum is the DCT scale used, in eighths (1..8; 8 is full size):
+	// the decoded image is ⌈Width·ScaleNum/8⌉ × ⌈Height·ScaleNum/8⌉ before
+	// orientation.
+	ScaleNum int
 	// Orientation is the EXIF orientation (1..8) found and applied; 1 when none.
 	Orientation int
 	// Warning is set when libjpeg-turbo decoded a damaged JPEG (corrupt
@@ -104,7 +105,7 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 	if err != nil {
 		return nil, info, corrupt(format, data, err)
 	}
-	info.Width, info.Height, info.Scale = cfg.Width, cfg.Height, 1
+	info.Width, info.Height, info.ScaleNum = cfg.Width, cfg.Height, 8
 	if err := checkSize(cfg.Width, cfg.Height, opt.MaxPixels); err != nil {
 		return nil, info, err
 	}
@@ -113,10 +114,10 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 	var img *image.NRGBA
 	switch {
 	case format == "jpeg" && useTurbo:
-		img, info.Scale, info.Warning, err = decodeTurbo(data, cfg, opt.minScaledSide())
+		img, info.ScaleNum, info.Warning, err = decodeTurbo(data, cfg, opt.MinSide, opt.ReducingGap)
 		if errors.Is(err, errTurboUnsupported) {
 			img, err = decodeGo(format, data)
-			info.Scale = 1
+			info.ScaleNum = 8
 		}
 	default:
 		img, err = decodeGo(format, data)
@@ -127,19 +128,59 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 	return applyOrientation(img, info.Orientation), info, nil
 }
 
-// DefaultReducingGap is the ReducingGap used when Options.ReducingGap is 0.
-const DefaultReducingGap = 2.0
+// scaledSize is libjpeg's size of a side scaled by num/8: rounded up.
+func scaledSize(side, num int) int { return (side*num + 7) / 8 }
 
-// minScaledSide is the shortest side DCT scaling may deliver.
-func (o Options) minScaledSide() int {
-	if o.MinSide <= 0 {
-		return 0
+// Upright returns the stored size with the EXIF orientation applied: the
+// size of the full image that a scaled decode stands for.
+func (i Info) Upright() (w, h int) {
+	if i.Orientation >= 5 && i.Orientation <= 8 {
+		return i.Height, i.Width
 	}
-	gap := o.ReducingGap
-	if gap <= 0 {
-		gap = DefaultReducingGap
+	return i.Width, i.Height
+}
+
+// Region returns where the stored image lies in the pixel grid of the
+// decoded (upright) image: [x0, x0+dx) × [y0, y0+dy). It is the whole
+// grid unless the JPEG was scaled by M/8 < 1, whose sizes libjpeg rounds
+// up, so that the last column and row (the first ones, where the EXIF
+// orientation mirrors that axis) hold only part of a pixel of the image.
+func (i Info) Region() (x0, y0, dx, dy float64) {
+	m := i.ScaleNum
+	if m <= 0 || m > 8 {
+		m = 8
 	}
-	return int(math.Ceil(gap * float64(o.MinSide)))
+	// Exact extents and rounded-up sizes, as stored.
+	ex, ey := float64(i.Width*m)/8, float64(i.Height*m)/8
+	nx, ny := float64(scaledSize(i.Width, m)), float64(scaledSize(i.Height, m))
+	// Which stored axis each upright axis shows, and whether mirrored.
+	var swap, flipX, flipY bool
+	switch i.Orientation {
+	case 2:
+		flipX = true
+	case 3:
+		flipX, flipY = true, true
+	case 4:
+		flipY = true
+	case 5:
+		swap = true
+	case 6:
+		swap, flipX = true, true
+	case 7:
+		swap, flipX, flipY = true, true, true
+	case 8:
+		swap, flipY = true, true
+	}
+	if swap {
+		ex, ey, nx, ny = ey, ex, ny, nx
+	}
+	if flipX {
+		x0 = nx - ex
+	}
+	if flipY {
+		y0 = ny - ey
+	}
+	return x0, y0, ex, ey
 }
 
 // sniff names the format from the first bytes, and for anything other than

@@ -81,7 +81,7 @@ func TestDecodeEdge(t *testing.T) {
 				if got := img.Rect; got != image.Rect(0, 0, tt.w, tt.h) {
 					t.Errorf("bounds %v, want %dx%d", got, tt.w, tt.h)
 				}
-				if info.Orientation != tt.orientation || info.Format != tt.format || info.Scale != 1 {
+				if info.Orientation != tt.orientation || info.Format != tt.format || info.ScaleNum != 8 {
 					t.Errorf("info %+v, want orientation %d format %s scale 1", info, tt.orientation, tt.format)
 				}
 			})

@@ -11,6 +11,6 @@ const turboBuiltIn = false
 
 var errTurboUnsupported = errors.New("libjpeg-turbo is not built in")
 
-func decodeTurbo(data []byte, cfg image.Config, minSide int) (*image.NRGBA, int, string, error) {
-	return nil, 1, "", errTurboUnsupported
+func decodeTurbo(data []byte, cfg image.Config, minSide int, gap float64) (*image.NRGBA, int, string, error) {
+	return nil, 8, "", errTurboUnsupported
 }

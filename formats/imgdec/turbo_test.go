@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/disintegration/imaging"
+	"github.com/prep-dev/prep/augment"
 )
 
 // jpegPhotos returns the JPEG photographs under testdata/images.
@@ -51,31 +52,79 @@ func psnr(a, b *image.NRGBA) float64 {
 }
 
 func TestScaleFor(t *testing.T) {
-	tests := []struct{ w, h, minSide, want int }{
-		{1200, 1200, 0, 1},
-		{1200, 1200, 150, 8},
-		{1200, 1200, 151, 4},
-		{1200, 1200, 224, 4},
-		{1200, 1200, 300, 4},
-		{1200, 1200, 301, 2},
-		{1200, 1200, 601, 1},
-		{640, 427, 224, 1},
-		{640, 427, 200, 2},
-		{451, 300, 38, 8}, // ceil(300/8) = 38
-		{451, 300, 39, 4},
-		{10, 10, 5000, 1},
+	tests := []struct {
+		w, h, minSide int
+		gap           float64
+		want          int
+	}{
+		{1200, 1200, 0, 0, 8},
+		{1200, 1200, 100, 0, 1}, // 150 ≥ 1.5×100
+		{1200, 1200, 101, 0, 2}, // 150 < 151.5; 300 ≥ 151.5
+		{1200, 1200, 224, 0, 3}, // 450 ≥ 336
+		{1200, 1200, 256, 0, 3}, // 450 ≥ 384
+		{1200, 1200, 301, 0, 4}, // 3/8: 450 < 451.5
+		{1200, 1200, 600, 0, 4},
+		{1200, 1200, 601, 0, 5},
+		{512, 512, 256, 0, 4}, // lands on the target: M ≥ 4 needs no gap
+		{512, 512, 64, 0, 2},  // 1/8 would land on it: 1.5× asked
+		{640, 427, 256, 0, 5}, // ⌈427·5/8⌉ = 267
+		{451, 300, 224, 0, 6}, // 225
+		{451, 300, 256, 0, 7}, // 263
+		{451, 300, 263, 0, 7},
+		{451, 300, 264, 0, 8},
+		{1200, 1200, 224, 2, 3}, // a uniform gap: 450 ≥ 448
+		{1200, 1200, 150, 1, 1},
+		{10, 10, 5000, 0, 8},
 	}
 	for _, tt := range tests {
-		if got := scaleFor(tt.w, tt.h, tt.minSide); got != tt.want {
-			t.Errorf("scaleFor(%d, %d, %d) = %d, want %d", tt.w, tt.h, tt.minSide, got, tt.want)
+		if got := scaleFor(tt.w, tt.h, tt.minSide, tt.gap); got != tt.want {
+			t.Errorf("scaleFor(%d, %d, %d, %v) = %d, want %d", tt.w, tt.h, tt.minSide, tt.gap, got, tt.want)
 		}
 	}
 }
 
+func TestRegion(t *testing.T) {
+	// 451×300 at 7/8: 394.625 × 262.5 in a 395 × 263 grid.
+	tests := []struct {
+		o              int
+		x0, y0, dx, dy float64
+	}{
+		{1, 0, 0, 394.625, 262.5},
+		{2, 0.375, 0, 394.625, 262.5},
+		{3, 0.375, 0.5, 394.625, 262.5},
+		{4, 0, 0.5, 394.625, 262.5},
+		{5, 0, 0, 262.5, 394.625},
+		{6, 0.5, 0, 262.5, 394.625},
+		{7, 0.5, 0.375, 262.5, 394.625},
+		{8, 0, 0.375, 262.5, 394.625},
+	}
+	for _, tt := range tests {
+		info := Info{Width: 451, Height: 300, ScaleNum: 7, Orientation: tt.o}
+		x0, y0, dx, dy := info.Region()
+		if x0 != tt.x0 || y0 != tt.y0 || dx != tt.dx || dy != tt.dy {
+			t.Errorf("orientation %d: region (%v, %v) + %v×%v, want (%v, %v) + %v×%v", tt.o, x0, y0, dx, dy, tt.x0, tt.y0, tt.dx, tt.dy)
+		}
+	}
+	full := Info{Width: 451, Height: 300, ScaleNum: 8, Orientation: 6}
+	if x0, y0, dx, dy := full.Region(); x0 != 0 || y0 != 0 || dx != 300 || dy != 451 {
+		t.Errorf("full size: region (%v, %v) + %v×%v, want the whole 300×451 grid", x0, y0, dx, dy)
+	}
+}
+
+// source is the augment.Source of a decode.
+func source(info Info) augment.Source {
+	if info.ScaleNum == 8 {
+		return augment.Source{}
+	}
+	w, h := info.Upright()
+	x0, y0, dx, dy := info.Region()
+	return augment.Source{W: w, H: h, X0: x0, Y0: y0, DX: dx, DY: dy}
+}
+
 // TestScaledMatchesFull checks the fast path against the reference: a DCT-
-// scaled decode (default reducing gap) followed by the pipeline's resize must
-// give the same size as a full decode with image/jpeg and the same resize,
-// and nearly the same pixels.
+// scaled decode (default scale rule) followed by the pipeline's resize
+// (given the decode's Source) must give the same size as a full decode with
+// image/jpeg and the same resize, and nearly the same pixels.
 func TestScaledMatchesFull(t *testing.T) {
 	for _, path := range jpegPhotos(t) {
 		data := readFile(t, path)
@@ -83,27 +132,31 @@ func TestScaledMatchesFull(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, side := range []int{224, 128, 64} {
+		for _, side := range []int{256, 224, 128, 64} {
 			t.Run(fmt.Sprintf("%s/%d", filepath.Base(path), side), func(t *testing.T) {
+				r, err := augment.Parse(fmt.Sprintf("resize=%d", side))
+				if err != nil {
+					t.Fatal(err)
+				}
 				scaled, info, err := Decode(data, Options{Decoder: DecoderTurbo, MinSide: side})
 				if err != nil {
 					t.Fatal(err)
 				}
-				short := min(scaled.Rect.Dx(), scaled.Rect.Dy())
-				if short < side || info.Scale > 1 && short < 2*side {
-					t.Fatalf("scaled to %v (1/%d), shorter side under 2×%d", scaled.Rect, info.Scale, side)
+				if short := min(scaled.Rect.Dx(), scaled.Rect.Dy()); short < side {
+					t.Fatalf("scaled to %v (%d/8), shorter side under %d", scaled.Rect, info.ScaleNum, side)
 				}
-				if want := scaleFor(info.Width, info.Height, 2*side); info.Scale != want {
-					t.Fatalf("scale 1/%d, want 1/%d", info.Scale, want)
+				if want := scaleFor(info.Width, info.Height, side, 0); info.ScaleNum != want {
+					t.Fatalf("scale %d/8, want %d/8", info.ScaleNum, want)
 				}
-				got, want := resizeShorter(scaled, side), resizeShorter(full, side)
+				got, _ := r.ApplyScaled(scaled, source(info), nil, nil)
+				want, _ := r.Apply(full, nil)
 				if got.Rect != want.Rect {
 					t.Fatalf("after resize %v, full decode gives %v", got.Rect, want.Rect)
 				}
 				if p := psnr(got, want); p <= 40 {
-					t.Errorf("PSNR %.1f dB (scale 1/%d), want > 40", p, info.Scale)
+					t.Errorf("PSNR %.1f dB (scale %d/8), want > 40", p, info.ScaleNum)
 				} else {
-					t.Logf("scale 1/%d: PSNR %.1f dB", info.Scale, p)
+					t.Logf("scale %d/8: PSNR %.1f dB", info.ScaleNum, p)
 				}
 			})
 		}
