@@ -23,8 +23,9 @@ type AudioOptions struct {
 
 // NewAudioHandler decodes .wav, .flac, .mp3, .ogg and .opus files (and
 // anything else ffmpeg reads) with ffmpeg, applies aug (nil: no
-// augmentation) and makes one sample per file: a (T, C) tensor of
-// float32 or int16 and its Rate. The key is the input's key.
+// augmentation) and makes one sample per file: a (T,) tensor for mono,
+// (T, C) for C > 1 channels, of float32 or int16, and its Rate. The key
+// is the input's key.
 func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
 	return HandlerFunc(func(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
 		if opt.SampleFormat != "" && opt.SampleFormat != "f32" && opt.SampleFormat != "s16" {
@@ -43,7 +44,7 @@ func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
 			return err
 		})
 		if err != nil {
-			return nil, mediaError(in, err)
+			return nil, mediaError(err)
 		}
 		var params map[string]any
 		if aug != nil {
@@ -66,16 +67,24 @@ func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
 	})
 }
 
-// f32Tensor stores interleaved pcm as a (T, C) float32 tensor.
+// pcmShape is the shape of interleaved pcm: (T,) for mono, else (T, C).
+func pcmShape(samples, channels int) []int {
+	if channels == 1 {
+		return []int{samples}
+	}
+	return []int{samples / channels, channels}
+}
+
+// f32Tensor stores interleaved pcm as a float32 tensor of pcmShape.
 func f32Tensor(pcm []float32, channels int) formats.Tensor {
 	b := make([]byte, 4*len(pcm))
 	for i, v := range pcm {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 	}
-	return formats.Tensor{DType: formats.Float32, Shape: []int{len(pcm) / channels, channels}, Data: b}
+	return formats.Tensor{DType: formats.Float32, Shape: pcmShape(len(pcm), channels), Data: b}
 }
 
-// s16Tensor stores interleaved pcm as a (T, C) int16 tensor: x×32768
+// s16Tensor stores interleaved pcm as an int16 tensor of pcmShape: x×32768
 // rounded to nearest (ties to even) and clipped, as ffmpeg converts
 // float to 16-bit samples, so 16-bit sources come back bit-exact.
 func s16Tensor(pcm []float32, channels int) formats.Tensor {
@@ -92,5 +101,5 @@ func s16Tensor(pcm []float32, channels int) formats.Tensor {
 		}
 		binary.LittleEndian.PutUint16(b[2*i:], uint16(int16(s)))
 	}
-	return formats.Tensor{DType: formats.Int16, Shape: []int{len(pcm) / channels, channels}, Data: b}
+	return formats.Tensor{DType: formats.Int16, Shape: pcmShape(len(pcm), channels), Data: b}
 }

@@ -39,8 +39,8 @@ func TestAudioHandlerExact(t *testing.T) {
 		shape        []int
 		ffmpegFormat string
 	}{
-		{"audio/sine.flac", AudioOptions{}, formats.Float32, []int{16000, 1}, "f32le"},
-		{"audio/sine.flac", AudioOptions{SampleFormat: "s16"}, formats.Int16, []int{16000, 1}, "s16le"},
+		{"audio/sine.flac", AudioOptions{}, formats.Float32, []int{16000}, "f32le"},
+		{"audio/sine.flac", AudioOptions{SampleFormat: "s16"}, formats.Int16, []int{16000}, "s16le"},
 		{"audio/sine.wav", AudioOptions{Rate: 22050, Channels: 2, SampleFormat: "s16"}, formats.Int16, []int{22050, 2}, "s16le"},
 		{"audio/sine.wav", AudioOptions{Rate: 22050, Channels: 2, Duration: 0.5, SampleFormat: "f32"}, formats.Float32, []int{11025, 2}, "f32le"},
 	}
@@ -125,7 +125,7 @@ func TestAudioHandlerErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	in := mediaInput(t, "audio/truncated.wav", 0, false)
 	_, err := NewAudioHandler(AudioOptions{}, nil).Samples(ctx, in, 0, rng)
-	want := "ffmpeg audio/truncated.wav: [wav] no 'data' tag found; Invalid data found when processing input"
+	want := "ffmpeg: [wav] no 'data' tag found; Invalid data found when processing input"
 	if err == nil || err.Error() != want || IsFatal(err) {
 		t.Errorf("error %v, want %q, not fatal", err, want)
 	}
@@ -141,7 +141,7 @@ func TestS16Tensor(t *testing.T) {
 	got := make([]int16, len(pcm))
 	tt := s16Tensor(pcm, 1)
 	binary.Read(bytes.NewReader(tt.Data), binary.LittleEndian, got)
-	if !slices.Equal(got, want) || !slices.Equal(tt.Shape, []int{len(pcm), 1}) {
+	if !slices.Equal(got, want) || !slices.Equal(tt.Shape, []int{len(pcm)}) {
 		t.Errorf("s16 %v %v, want %v", tt.Shape, got, want)
 	}
 }

@@ -1,9 +1,11 @@
 package convert
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/prep-dev/prep/formats/ffmpeg"
 )
@@ -30,13 +32,39 @@ func withLocalFile(in *Input, fn func(path string) error) error {
 	return fn(f.Name())
 }
 
-// mediaError names in's key, not a temporary file, in an error from
-// ffmpeg, so the reasons recorded for skipped inputs are the same on every
-// machine. A missing ffmpeg stays fatal (ffmpeg's error says so itself).
-func mediaError(in *Input, err error) error {
+// mediaError drops the file's name from an error of ffmpeg: the pipeline
+// records a skipped input under its key already, and a temporary copy's
+// name would make the reason differ from machine to machine. A missing
+// ffmpeg stays fatal (ffmpeg's error says so itself).
+func mediaError(err error) error {
 	var fe *ffmpeg.Error
 	if errors.As(err, &fe) {
-		fe.Path = in.Key
+		fe.Path = ""
 	}
 	return err
+}
+
+// whyNoFrames explains a failed ffmpeg run on a video: when ffprobe finds
+// no video stream in the file, it says so and names the streams there
+// are, in place of ffmpeg's "matches no streams"; otherwise err stays.
+func whyNoFrames(ctx context.Context, path string, err error) error {
+	var fe *ffmpeg.Error
+	if !errors.As(err, &fe) {
+		return err
+	}
+	info, perr := ffmpeg.Probe(ctx, path)
+	if perr != nil {
+		return err
+	}
+	if _, ok := info.Video(); ok {
+		return err
+	}
+	var types []string
+	for _, s := range info.Streams {
+		types = append(types, s.Type)
+	}
+	if len(types) == 0 {
+		types = []string{"none"}
+	}
+	return &ffmpeg.Error{Path: fe.Path, Reason: "no video stream (streams: " + strings.Join(types, ", ") + ")", Err: err}
 }

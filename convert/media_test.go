@@ -3,9 +3,15 @@ package convert
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -118,4 +124,109 @@ func TestAudioToWAVShards(t *testing.T) {
 	if len(keys) != 6 || m.Samples != 6 {
 		t.Errorf("%d samples (%v), manifest says %d; want 6", len(keys), keys, m.Samples)
 	}
+}
+
+// TestAudioToHDF5 converts the test sounds to HDF5: with --duration every
+// file has T frames and mono data is (N, T); without it the lengths
+// differ and data is ragged. h5py reads the layout, the attributes and
+// each sample's frames, which must be ffmpeg's own decode of the file.
+func TestAudioToHDF5(t *testing.T) {
+	files := []string{"sine.flac", "sine.mp3", "sine.ogg", "sine.opus", "sine.wav", "truncated.mp3"} // truncated.wav is skipped
+	tests := []struct {
+		name   string
+		opt    AudioOptions
+		shape  []any // of data; nil: ragged
+		dtype  string
+		format string // ffmpeg -f for the reference decode
+	}{
+		{"fixed mono s16", AudioOptions{Rate: 16000, Channels: 1, Duration: 1.5, SampleFormat: "s16"}, []any{6, 24000}, "int16", "s16le"},
+		{"fixed stereo f32", AudioOptions{Rate: 8000, Channels: 2, Duration: 0.5, SampleFormat: "f32"}, []any{6, 4000, 2}, "float32", "f32le"},
+		{"ragged mono f32", AudioOptions{Rate: 16000, Channels: 1, SampleFormat: "f32"}, nil, "float32", "f32le"},
+		{"ragged stereo s16", AudioOptions{Rate: 22050, Channels: 2, SampleFormat: "s16"}, nil, "int16", "s16le"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, dst := convertMedia(t, "audio", "tones", NewAudioHandler(tt.opt, nil), hdf5.Format{})
+			if m.Samples != len(files) || len(m.Shards) != 1 {
+				t.Fatalf("%d samples in %d shards, want %d in 1 (skipped %v)", m.Samples, len(m.Shards), len(files), m.Skipped)
+			}
+			out, err := exec.Command("/usr/bin/python3", "-c", `
+import sys, json, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+d = f["data"]
+out = {"shape": list(d.shape), "dtype": str(d.dtype), "ragged": "offsets" in f,
+       "attrs": [int(f.attrs["sample_rate"]), int(f.attrs["channels"]), f.attrs["sample_format"].decode()],
+       "keys": [k.decode() for k in f["keys"][...]], "samples": []}
+for i in range(len(out["keys"])):
+    if out["ragged"]:
+        lo, hi = f["offsets"][i:i+2]
+        x = d[lo:hi].reshape(f["shapes"][i])
+    else:
+        x = d[i]
+    out["samples"].append([list(x.shape), x.tobytes().hex()])
+print(json.dumps(out))`, filepath.Join(dst, m.Shards[0].File)).Output()
+			if err != nil {
+				t.Fatalf("h5py: %v", err)
+			}
+			var got struct {
+				Shape   []any
+				DType   string
+				Ragged  bool
+				Attrs   []any
+				Keys    []string
+				Samples [][2]any
+			}
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if tt.shape != nil && (got.Ragged || !jsonEq(got.Shape, tt.shape)) {
+				t.Errorf("data %v (ragged %v), want %v", got.Shape, got.Ragged, tt.shape)
+			}
+			if tt.shape == nil && !got.Ragged {
+				t.Errorf("data %v, want the ragged layout", got.Shape)
+			}
+			format := map[string]string{"int16": "s16", "float32": "f32"}[tt.dtype]
+			if want := []any{tt.opt.Rate, tt.opt.Channels, format}; got.DType != tt.dtype || !jsonEq(got.Attrs, want) {
+				t.Errorf("dtype %s attrs %v, want %s %v", got.DType, got.Attrs, tt.dtype, want)
+			}
+			for i, file := range files {
+				// The reference: ffmpeg's float decode with the handler's
+				// options, zero-padded to the duration, as 16-bit by x×32768
+				// rounded half to even and clipped where s16 is asked for.
+				args := []string{"-i", filepath.Join("../testdata/audio", file)}
+				if tt.opt.Duration > 0 {
+					args = append(args, "-t", strconv.FormatFloat(tt.opt.Duration, 'g', -1, 64))
+				}
+				ref := ffmpegRun(t, append(args, "-ac", strconv.Itoa(tt.opt.Channels), "-ar", strconv.Itoa(tt.opt.Rate), "-f", "f32le", "-")...)
+				if tt.opt.Duration > 0 {
+					ref = append(ref, make([]byte, 4*tt.opt.Channels*int(tt.opt.Duration*float64(tt.opt.Rate))-len(ref))...)
+				}
+				want := ref
+				if tt.dtype == "int16" {
+					want = make([]byte, len(ref)/2)
+					for j := range len(ref) / 4 {
+						v := math.RoundToEven(float64(math.Float32frombits(binary.LittleEndian.Uint32(ref[4*j:]))) * 32768)
+						binary.LittleEndian.PutUint16(want[2*j:], uint16(int16(max(-32768, min(32767, v)))))
+					}
+				}
+				frames := len(ref) / (4 * tt.opt.Channels)
+				shape := []any{frames}
+				if tt.opt.Channels > 1 {
+					shape = append(shape, tt.opt.Channels)
+				}
+				if i >= len(got.Keys) || got.Keys[i] != "tones/"+file {
+					t.Fatalf("keys %v, want tones/%s at %d", got.Keys, file, i)
+				}
+				if s := got.Samples[i]; !jsonEq(s[0], shape) || s[1] != hex.EncodeToString(want) {
+					t.Errorf("%s: shape %v, want %v; samples equal ffmpeg's: %v", file, s[0], shape, s[1] == hex.EncodeToString(want))
+				}
+			}
+		})
+	}
+}
+
+func jsonEq(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
 }

@@ -59,7 +59,7 @@ func TestNPYHandlerWholeFile(t *testing.T) {
 	for _, f := range s[0].Fields {
 		names = append(names, f.Name)
 	}
-	if len(s) != 1 || !slices.Equal(names, []string{"a", "x", "y"}) {
+	if len(s) != 1 || !slices.Equal(names, []string{"npz/a", "npz/x", "npz/y"}) {
 		t.Errorf("%d samples with fields %v, want 1 with [a x y]", len(s), names)
 	}
 }
@@ -85,7 +85,7 @@ func TestNPYHandlerSplit(t *testing.T) {
 				t.Errorf("sample %d: key %q label %d", r, s[r].Key, s[r].Label)
 			}
 			g := s[r].Fields[i]
-			if g.Name != f.Name || g.DType != f.DType || !slices.Equal(g.Shape, f.Shape[1:]) {
+			if g.Name != NPZField(f.Name) || g.DType != f.DType || !slices.Equal(g.Shape, f.Shape[1:]) {
 				t.Errorf("row %d field %s %s%v, want %s %s%v", r, g.Name, g.DType, g.Shape, f.Name, f.DType, f.Shape[1:])
 			}
 			joined = append(joined, g.Data...)
@@ -103,11 +103,11 @@ func TestNPYHandlerErrors(t *testing.T) {
 		err   string
 		fatal bool
 	}{
-		{"bad/object.npy", -1, "object.npy: object arrays are not supported: prep never unpickles", false},
-		{"bad/truncated_data.npy", 0, "truncated_data.npy: truncated .npy data", false},
-		{"ok/ragged.npz", 0, "ragged.npz: cannot split into rows: array img has 2 rows along axis 0, array mask has 5", false},
-		{"ok/scalar_f8.npy", 0, "scalar_f8.npy: array data is 0-d", false},
-		{"ok/empty_f4.npy", 0, "empty_f4.npy: array data has no rows", false},
+		{"bad/object.npy", -1, "object arrays are not supported: prep never unpickles", false},
+		{"bad/truncated_data.npy", 0, "truncated .npy data", false},
+		{"ok/ragged.npz", 0, "cannot split into rows: array img has 2 rows along axis 0, array mask has 5", false},
+		{"ok/scalar_f8.npy", 0, "array data is 0-d", false},
+		{"ok/empty_f4.npy", 0, "array data has no rows", false},
 		{"ok/f4_le.npy", 1, "split axis 1 is not supported", true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -141,7 +141,10 @@ func convertNPY(t *testing.T, files map[string]string, split int) []string {
 	t.Helper()
 	src, dst := t.TempDir(), t.TempDir()
 	for name, from := range files {
-		data, err := os.ReadFile(filepath.Join(npyTestdata, from))
+		if !filepath.IsAbs(from) {
+			from = filepath.Join(npyTestdata, from)
+		}
+		data, err := os.ReadFile(from)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +217,7 @@ func TestNPYToHDF5(t *testing.T) {
 			continue
 		}
 		for member := range f.Members {
-			checks = append(checks, npyCheck{H5: shards[0], Field: member, NPY: abs("ok/" + name), Member: member, Row: -1, Key: name, Label: formats.NoLabel})
+			checks = append(checks, npyCheck{H5: shards[0], Field: NPZField(member), NPY: abs("ok/" + name), Member: member, Row: -1, Key: name, Label: formats.NoLabel})
 		}
 	}
 	// Mixed shapes of one dtype and rank, labelled by folder: ragged data.
@@ -227,7 +230,7 @@ func TestNPYToHDF5(t *testing.T) {
 	shards = convertNPY(t, map[string]string{"z.npz": "ok/arrays_stored.npz"}, 0)
 	for r := range 4 {
 		for _, member := range []string{"a", "x", "y"} {
-			checks = append(checks, npyCheck{H5: shards[0], Field: member, Index: r, NPY: abs("ok/arrays_stored.npz"), Member: member, Row: r, Key: "z.npz#r" + strconv.Itoa(r), Label: formats.NoLabel})
+			checks = append(checks, npyCheck{H5: shards[0], Field: NPZField(member), Index: r, NPY: abs("ok/arrays_stored.npz"), Member: member, Row: r, Key: "z.npz#r" + strconv.Itoa(r), Label: formats.NoLabel})
 		}
 	}
 	shards = convertNPY(t, map[string]string{"v.npy": "ok/i4_be_fortran_v3.npy"}, 0)
@@ -283,4 +286,72 @@ print(json.dumps(fails))
 		t.Error(f)
 	}
 	t.Logf("%d datasets compared with np.load", len(checks))
+}
+
+// TestNPZReservedNames: an .npz whose members are named like the datasets
+// the HDF5 writer adds (labels, keys, x_offsets) keeps every member, as a
+// dataset of group npz; ragged members get their offsets beside them.
+func TestNPZReservedNames(t *testing.T) {
+	dir := t.TempDir()
+	script := `
+import sys, numpy as np
+d = sys.argv[1]
+for i, n in enumerate([2, 3]):
+    np.savez(d + "/%d.npz" % i, x=np.arange(n * 2, dtype=np.float32).reshape(n, 2) + i,
+             labels=np.array([i, 7]), keys=np.array([3.5]), x_offsets=np.array([9 + i], dtype=np.int16))
+`
+	if out, err := exec.Command("/usr/bin/python3", "-c", script, dir).CombinedOutput(); err != nil {
+		t.Fatalf("numpy: %v\n%s", err, out)
+	}
+	shards := convertNPY(t, map[string]string{"0.npz": filepath.Join(dir, "0.npz"), "1.npz": filepath.Join(dir, "1.npz")}, -1)
+	if len(shards) != 1 {
+		t.Fatalf("%d shards, want 1", len(shards))
+	}
+	out, err := exec.Command("/usr/bin/python3", "-c", `
+import sys, json, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+g = f["npz"]
+o = g["x_offsets"][...]
+print(json.dumps({
+    "members": sorted(g.keys()),
+    "labels": g["labels"][...].tolist(), "keys": g["keys"][...].tolist(),
+    "x_offsets member": g["x%5Foffsets"][...].tolist(),
+    "x": [g["x"][o[i]:o[i+1]].reshape(g["x_shapes"][i]).tolist() for i in range(2)],
+    "prep keys": [k.decode() for k in f["keys"][...]], "prep labels": f["labels"][...].tolist(),
+}))`, shards[0]).Output()
+	if err != nil {
+		t.Fatalf("h5py: %v", err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"members":          []any{"keys", "labels", "x", "x%5Foffsets", "x_offsets", "x_shapes"},
+		"labels":           []any{[]any{0, 7}, []any{1, 7}},
+		"keys":             []any{[]any{3.5}, []any{3.5}},
+		"x_offsets member": []any{[]any{9}, []any{10}},
+		"x":                []any{[]any{[]any{0, 1}, []any{2, 3}}, []any{[]any{1, 2}, []any{3, 4}, []any{5, 6}}},
+		"prep keys":        []any{"0.npz", "1.npz"},
+		"prep labels":      []any{-1, -1},
+	}
+	for k, v := range want {
+		a, _ := json.Marshal(got[k])
+		b, _ := json.Marshal(v)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s = %s, want %s", k, a, b)
+		}
+	}
+}
+
+func TestNPZField(t *testing.T) {
+	for member, want := range map[string]string{
+		"x": "npz/x", "labels": "npz/labels", "a.b": "npz/a.b", ".hidden": "npz/%2Ehidden",
+		"a/b": "npz/a%2Fb", "100%": "npz/100%25", "x_offsets": "npz/x%5Foffsets", "y_shapes": "npz/y%5Fshapes",
+		"z_ranks": "npz/z%5Franks", "my_shape": "npz/my_shape",
+	} {
+		if got := NPZField(member); got != want {
+			t.Errorf("NPZField(%q) = %q, want %q", member, got, want)
+		}
+	}
 }

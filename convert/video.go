@@ -51,13 +51,16 @@ func NewVideoHandler(opt VideoOptions, aug ImageAugmenter) Handler {
 		fo := ffmpeg.FrameOptions{FPS: opt.FPS, Every: opt.Every, MaxFrames: opt.MaxFrames}
 		err := withLocalFile(in, func(path string) error {
 			_, _, err := ffmpeg.Frames(ctx, path, fo, v.add)
+			if err != nil && v.n == 0 && ctx.Err() == nil {
+				err = whyNoFrames(ctx, path, err)
+			}
 			return err
 		})
 		if err != nil {
-			return nil, mediaError(in, err)
+			return nil, mediaError(err)
 		}
 		if len(v.samples) == 0 {
-			return nil, fmt.Errorf("%s: %d frames decoded, fewer than one clip of %d", in.Key, v.n, v.clip)
+			return nil, fmt.Errorf("%d frames decoded, fewer than one clip of %d", v.n, v.clip)
 		}
 		return v.samples, nil
 	})
@@ -101,8 +104,8 @@ func (v *videoSamples) add(f ffmpeg.Frame) error {
 			v.data = frame.Data // RGBTensor's copy
 		}
 	} else if !formats.SameShape(frame, formats.Tensor{DType: formats.Uint8, Shape: v.shape}) {
-		return fmt.Errorf("%s: frame %d is %v after augmentation, frame %d was %v; frames of a clip must keep one size",
-			v.in.Key, index, frame.Shape, v.first, v.shape)
+		return fmt.Errorf("frame %d is %v after augmentation, frame %d was %v; frames of a clip must keep one size",
+			index, frame.Shape, v.first, v.shape)
 	}
 	if v.clip > 1 {
 		v.data = append(v.data, frame.Data...)

@@ -212,7 +212,7 @@ func TestVideoHandlerErrors(t *testing.T) {
 	for _, local := range []bool{true, false} {
 		in := mediaInput(t, "video/corrupt.mp4", 0, local)
 		_, err := NewVideoHandler(VideoOptions{}, nil).Samples(ctx, in, 0, rng)
-		want := "ffmpeg video/corrupt.mp4: [mov,mp4,m4a,3gp,3g2,mj2] moov atom not found; Invalid data found when processing input"
+		want := "ffmpeg: [mov,mp4,m4a,3gp,3g2,mj2] moov atom not found; Invalid data found when processing input"
 		if err == nil || err.Error() != want || IsFatal(err) {
 			t.Errorf("local %v: error %v (fatal %v), want %q, not fatal", local, err, IsFatal(err), want)
 		}
@@ -232,5 +232,22 @@ func TestVideoHandlerErrors(t *testing.T) {
 	_, err = NewAudioHandler(AudioOptions{}, nil).Samples(ctx, mediaInput(t, "audio/sine.wav", 0, true), 0, rng)
 	if !IsFatal(err) || errors.Unwrap(err) == nil && !strings.Contains(err.Error(), "ffmpeg not found") {
 		t.Errorf("audio without ffmpeg: %v, want a fatal error", err)
+	}
+}
+
+// TestVideoWithoutVideoStream: a file that holds only audio is skipped
+// with a reason that says so, from ffprobe, without the key (the summary
+// prints the key beside it).
+func TestVideoWithoutVideoStream(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "speech.mp4")
+	out, err := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration=0.2",
+		"-c:a", "aac", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ffmpeg: %v\n%s", err, out)
+	}
+	in := &Input{Key: "speech.mp4", Path: path}
+	_, err = NewVideoHandler(VideoOptions{}, nil).Samples(context.Background(), in, 0, rand.New(rand.NewPCG(1, 2)))
+	if want := "ffmpeg: no video stream (streams: audio)"; err == nil || err.Error() != want || IsFatal(err) {
+		t.Errorf("err = %v, want %q, not fatal", err, want)
 	}
 }

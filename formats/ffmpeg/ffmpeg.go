@@ -34,13 +34,34 @@ func (e notFound) Fatal() bool          { return true }
 
 // Error is a run of ffmpeg or ffprobe that failed on an input file.
 type Error struct {
-	Path   string // the input file; callers may relabel it
+	// Path is the input file. Callers may relabel it, or clear it where
+	// the message is shown beside the file's name already.
+	Path   string
 	Reason string // ffmpeg's own message: the last lines of its stderr
 	Err    error  // the exit status, or the read error
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("ffmpeg %s: %s", e.Path, e.Reason) }
+func (e *Error) Error() string {
+	if e.Path == "" {
+		return "ffmpeg: " + e.Reason
+	}
+	return fmt.Sprintf("ffmpeg %s: %s", e.Path, e.Reason)
+}
 func (e *Error) Unwrap() error { return e.Err }
+
+// Check reports whether ffmpeg and ffprobe are on PATH, so that a run can
+// refuse media inputs before it creates anything.
+func Check() error {
+	for _, name := range []string{"ffmpeg", "ffprobe"} {
+		if _, err := exec.LookPath(name); err != nil {
+			if errors.Is(err, exec.ErrNotFound) {
+				return notFound{name}
+			}
+			return fmt.Errorf("find %s: %w", name, err)
+		}
+	}
+	return nil
+}
 
 // waitDelay bounds how long Wait waits for the pipes after ffmpeg was
 // killed (a grandchild could hold them open).
