@@ -39,6 +39,25 @@ type FeedOptions struct {
 	// shard into FeedResult.DeviceSHA256; the copy-backs slow the run.
 	Verify   bool
 	Progress func(n int64) // bytes delivered to the device, from the copier
+	// Sampler, if set, is read every SampleEvery (default 100 ms) for
+	// the whole run, from a goroutine Feed owns: NVML's view of the GPU
+	// being fed.
+	Sampler     gpu.Sampler
+	SampleEvery time.Duration
+}
+
+// Device kinds, for FeedResult.DeviceKind.
+const (
+	KindGPU  = "gpu"
+	KindHost = "host" // host memory: copies are memcpy, no GPU is involved
+)
+
+// Telemetry is what the Sampler saw during the run.
+type Telemetry struct {
+	gpu.Stats
+	Interval string `json:"interval"`
+	// Error, if set, stopped the sampling early.
+	Error string `json:"error,omitempty"`
 }
 
 // Stage is one step of the feed pipeline.
@@ -52,6 +71,7 @@ type Stage struct {
 type FeedResult struct {
 	Device        string      `json:"device"`
 	GPU           bool        `json:"gpu"`
+	DeviceKind    string      `json:"device_kind"` // KindGPU or KindHost
 	Batch         int         `json:"batch"`
 	Readers       int         `json:"readers"`
 	Slots         int         `json:"slots"`
@@ -64,7 +84,11 @@ type FeedResult struct {
 	GBps          float64     `json:"gb_per_s"`
 	// LinkGBps is the pinned host-to-device copy speed measured in the same
 	// run by copying one batch buffer repeatedly: the ceiling for GBps.
-	LinkGBps     float64           `json:"link_gb_per_s"`
+	// For DeviceKind "host" it is the speed of memcpy, not of any link.
+	LinkGBps float64 `json:"link_gb_per_s"`
+	// Telemetry is nil when nothing sampled the GPU; NoTelemetry says why.
+	Telemetry    *Telemetry        `json:"telemetry"`
+	NoTelemetry  string            `json:"no_telemetry,omitempty"`
 	Stages       []Stage           `json:"stages"`
 	Limit        string            `json:"limit"` // the busiest stage
 	DeviceSHA256 map[string]string `json:"device_sha256,omitempty"`
@@ -96,12 +120,17 @@ func (o *FeedOptions) defaults() error {
 	if o.Chunk <= 0 {
 		o.Chunk = DefaultChunk
 	}
+	if o.SampleEvery <= 0 {
+		o.SampleEvery = 100 * time.Millisecond
+	}
 	return nil
 }
 
-// slot is one pinned batch buffer.
+// slot is one pinned batch buffer. Its copy to the device is queued, and
+// ev recorded after it: whoever refills the slot waits on ev first.
 type slot struct {
 	host  []byte
+	ev    gpu.Event
 	n     int
 	shard int
 }
@@ -116,8 +145,9 @@ type feedStats struct {
 // Feed streams the shards' primary tensors (the HDF5 data dataset, or the
 // decoded PNG/WAV of tar shards) into batches in pinned host buffers, and
 // copies each batch to device memory on a stream, as a training loader
-// would: readers fill the ring of host buffers while the previous batch
-// crosses the link.
+// would: readers fill the ring of host buffers while earlier batches cross
+// the link. The copier only queues copies; a reader waits for a slot's
+// copy to finish when it takes the slot to refill it, and not before.
 func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, err
@@ -131,14 +161,24 @@ func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, er
 	}
 	dev := opt.Device
 	slotBytes := max(int(float64(opt.Batch)*shape.Bytes), 1)
-	res := &FeedResult{Device: dev.Name(), GPU: dev.IsGPU(), Batch: opt.Batch, Readers: min(opt.Readers, len(shards)), Slots: opt.Slots, Sample: shape}
+	res := &FeedResult{Device: dev.Name(), GPU: dev.IsGPU(), DeviceKind: KindHost, Batch: opt.Batch, Readers: min(opt.Readers, len(shards)), Slots: opt.Slots, Sample: shape}
+	if res.GPU {
+		res.DeviceKind = KindGPU
+	}
 
+	stream, err := dev.NewStream()
+	if err != nil {
+		return nil, err
+	}
 	slots := make([]*slot, opt.Slots)
 	devBufs := make([]gpu.DevicePtr, opt.Slots)
 	defer func() {
+		// No copy may still read a buffer that is freed.
+		dev.Sync(stream)
 		for i := range slots {
 			if slots[i] != nil {
 				dev.FreeHost(slots[i].host)
+				dev.FreeEvent(slots[i].ev)
 			}
 			if devBufs[i] != 0 {
 				dev.Free(devBufs[i])
@@ -146,18 +186,19 @@ func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, er
 		}
 	}()
 	for i := range slots {
-		host, err := dev.AllocHost(slotBytes)
+		ev, err := dev.NewEvent()
 		if err != nil {
 			return nil, err
 		}
-		slots[i] = &slot{host: host}
+		host, err := dev.AllocHost(slotBytes)
+		if err != nil {
+			dev.FreeEvent(ev)
+			return nil, err
+		}
+		slots[i] = &slot{host: host, ev: ev}
 		if devBufs[i], err = dev.Alloc(slotBytes); err != nil {
 			return nil, err
 		}
-	}
-	stream, err := dev.NewStream()
-	if err != nil {
-		return nil, err
 	}
 	if res.LinkGBps, err = linkSpeed(dev, slots[0].host, devBufs[0], stream); err != nil {
 		return nil, err
@@ -169,7 +210,6 @@ func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, er
 	}
 	full := make(chan *slot)
 	stats := make([]feedStats, res.Readers)
-	var copyBusy time.Duration
 	var hashes map[int]hash.Hash
 	if opt.Verify {
 		hashes = make(map[int]hash.Hash)
@@ -180,12 +220,16 @@ func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, er
 	for i := range bufs {
 		bufs[i] = newBuffer(opt.Chunk)
 	}
+	var stopSampling func() (*Telemetry, error)
+	if opt.Sampler != nil {
+		stopSampling = sample(opt.Sampler, opt.SampleEvery)
+	}
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		// The readers' owner closes full once every reader is done.
 		defer close(full)
-		return feedReaders(gctx, shards, &opt, free, full, bufs, stats)
+		return feedReaders(gctx, shards, &opt, dev, free, full, bufs, stats)
 	})
 	g.Go(func() error {
 		var scratch []byte
@@ -200,18 +244,20 @@ func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, er
 				return gctx.Err()
 			}
 			if s == nil {
-				return nil
+				// The run ends when the last copy has landed.
+				return dev.Sync(stream)
 			}
 			d := devBufs[k%len(devBufs)]
-			t := time.Now()
 			if err := dev.CopyHtoDAsync(d, s.host[:s.n], stream); err != nil {
 				return err
 			}
-			if err := dev.Sync(stream); err != nil {
+			if err := dev.Record(s.ev, stream); err != nil {
 				return err
 			}
-			copyBusy += time.Since(t)
 			if opt.Verify {
+				if err := dev.Wait(s.ev); err != nil {
+					return err
+				}
 				if err := dev.CopyDtoH(scratch[:s.n], d); err != nil {
 					return err
 				}
@@ -225,13 +271,28 @@ func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, er
 			if opt.Progress != nil {
 				opt.Progress(int64(s.n))
 			}
+			// Back in the ring with its copy in flight; the reader that
+			// takes it waits on s.ev.
 			free <- s
 		}
 	})
-	if err := g.Wait(); err != nil {
+	err = g.Wait()
+	wall := time.Since(start)
+	if stopSampling != nil {
+		tel, serr := stopSampling()
+		res.Telemetry = tel
+		if serr != nil {
+			res.Telemetry.Error = serr.Error()
+		}
+	} else {
+		res.NoTelemetry = "no GPU sampler"
+		if !res.GPU {
+			res.NoTelemetry = "host memory"
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
-	wall := time.Since(start)
 
 	var total feedStats
 	for _, st := range stats {
@@ -264,6 +325,13 @@ func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, er
 		add(StageDecode, total.decode, total.decoded, workers)
 	}
 	add(StageAssemble, total.assemble, res.Bytes, workers)
+	// The copies run on the device, overlapped with the readers; the
+	// copy stage alone runs at the speed measured above, so it is busy
+	// for the bytes at that speed.
+	var copyBusy time.Duration
+	if res.LinkGBps > 0 {
+		copyBusy = time.Duration(float64(res.Bytes) / (res.LinkGBps * 1e9) * float64(time.Second))
+	}
 	add(StageCopy, copyBusy, res.Bytes, 1)
 	for _, st := range res.Stages {
 		if res.Limit == "" || st.Busy > res.stage(res.Limit).Busy {
@@ -325,7 +393,7 @@ func feedShape(shards []Shard) (SampleShape, error) {
 // feedReaders runs opt.Readers readers over the shards; each streams one
 // shard at a time into slots it takes from free and sends to full, and
 // sends a shard's last, partial batch before starting the next shard.
-func feedReaders(ctx context.Context, shards []Shard, opt *FeedOptions, free chan *slot, full chan<- *slot, bufs [][]byte, stats []feedStats) error {
+func feedReaders(ctx context.Context, shards []Shard, opt *FeedOptions, dev gpu.Device, free chan *slot, full chan<- *slot, bufs [][]byte, stats []feedStats) error {
 	g, ctx := errgroup.WithContext(ctx)
 	var mu sync.Mutex
 	next := 0
@@ -341,7 +409,7 @@ func feedReaders(ctx context.Context, shards []Shard, opt *FeedOptions, free cha
 				if i >= len(shards) {
 					return nil
 				}
-				a := assembler{ctx: ctx, free: free, full: full, shard: i, st: st}
+				a := assembler{ctx: ctx, dev: dev, free: free, full: full, shard: i, st: st}
 				var err error
 				if shards[i].Format == Tar {
 					err = feedTar(ctx, &shards[i], opt, buf, &a, st)
@@ -422,6 +490,7 @@ func feedTar(ctx context.Context, s *Shard, opt *FeedOptions, buf []byte, a *ass
 // assembler copies a byte stream into pinned slots, sending each when full.
 type assembler struct {
 	ctx   context.Context
+	dev   gpu.Device // to wait for a slot's last copy before refilling it
 	free  <-chan *slot
 	full  chan<- *slot
 	shard int
@@ -436,6 +505,9 @@ func (a *assembler) write(p []byte) error {
 			case a.cur = <-a.free:
 			case <-a.ctx.Done():
 				return a.ctx.Err()
+			}
+			if err := a.dev.Wait(a.cur.ev); err != nil {
+				return err
 			}
 			a.cur.n, a.cur.shard = 0, a.shard
 		}
@@ -488,4 +560,26 @@ func linkSpeed(dev gpu.Device, host []byte, d gpu.DevicePtr, s gpu.Stream) (floa
 		return 0, err
 	}
 	return float64(reps*len(host)) / time.Since(start).Seconds() / 1e9, nil
+}
+
+// sample reads s every interval on a goroutine of its own until stop is
+// called; stop returns what was sampled, and the error that ended
+// sampling early, if one did.
+func sample(s gpu.Sampler, every time.Duration) (stop func() (*Telemetry, error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var samples []gpu.Sample
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err = gpu.Watch(ctx, s, every, 0, func(x gpu.Sample) { samples = append(samples, x) })
+	}()
+	return func() (*Telemetry, error) {
+		cancel()
+		<-done
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		return &Telemetry{Stats: gpu.Summarize(samples, every), Interval: every.String()}, err
+	}
 }

@@ -5,10 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prep-dev/prep/bench/gpu"
 	"github.com/prep-dev/prep/formats/tarshard"
@@ -71,7 +75,11 @@ func TestFeedHDF5(t *testing.T) {
 			if err := res.WriteText(&out, Judge(res, 0)); err != nil {
 				t.Fatal(err)
 			}
-			for _, s := range []string{"device: host memory (no GPU)\n", "24×32×3 uint8", "(measured into host memory, not a GPU)"} {
+			if res.DeviceKind != KindHost || res.Telemetry != nil {
+				t.Errorf("device kind %q, telemetry %+v", res.DeviceKind, res.Telemetry)
+			}
+			for _, s := range []string{"device: host memory (no GPU)\n", "24×32×3 uint8", "(measured into host memory, not a GPU)",
+				"\nhost memcpy limit (no GPU), same run: ", "\nGPU telemetry: none (host memory)\n"} {
 				if !strings.Contains(out.String(), s) {
 					t.Errorf("report lacks %q:\n%s", s, out.String())
 				}
@@ -119,6 +127,77 @@ func TestFeedTar(t *testing.T) {
 	}
 	if res.stage(StageDecode) == nil {
 		t.Error("no decode stage for tar shards")
+	}
+}
+
+// steadyGPU is a Sampler that always reads the same.
+type steadyGPU struct {
+	mu  sync.Mutex
+	n   int
+	err error // returned from the second sample on
+}
+
+func (g *steadyGPU) Sample() (gpu.Sample, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n++
+	if g.n > 1 && g.err != nil {
+		return gpu.Sample{}, g.err
+	}
+	return gpu.Sample{Util: 40, PCIeRX: 12.5e9, MemUsed: 3 << 30, Link: gpu.Link{Gen: 5, Width: 16}}, nil
+}
+
+func TestFeedTelemetry(t *testing.T) {
+	dir := t.TempDir()
+	writeHDF5(t, dir, 2, 20, 16, 16)
+	shards, err := Find(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		lines []string
+	}{
+		{"steady", nil, []string{
+			"GPU telemetry, 1 samples every 1h0m0s: utilization mean 40%, peak 40%; PCIe RX mean 12.5 GB/s, peak 12.5 GB/s; memory used peak 3.0 GiB; PCIe Gen5 x16\n"}},
+		{"sampler fails", errors.New("NVML: GPU is lost"), []string{"GPU telemetry stopped early: NVML: GPU is lost\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &steadyGPU{err: tc.err}
+			// An interval longer than the run: the one sample taken as
+			// feeding starts is all there is, whatever the machine's speed.
+			every := time.Hour
+			if tc.err != nil {
+				every = time.Microsecond
+			}
+			res, err := Feed(context.Background(), shards, FeedOptions{Device: gpu.NewHost(), Batch: 8, Sampler: g, SampleEvery: every})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tel := res.Telemetry
+			if tel == nil || tel.Samples < 1 || tel.MeanUtil != 40 || tel.PeakPCIeRX != 12.5e9 || tel.PeakMemUsed != 3<<30 || tel.Link != (gpu.Link{Gen: 5, Width: 16}) {
+				t.Fatalf("telemetry %+v", tel)
+			}
+			var out bytes.Buffer
+			if err := res.WriteText(&out, Judge(res, 0)); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range tc.lines {
+				if !strings.Contains(out.String(), "\n"+l) {
+					t.Errorf("report lacks %q:\n%s", l, out.String())
+				}
+			}
+			js, err := json.Marshal(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{`"device_kind":"host"`, `"peak_util":40`, `"link":{"gen":5,"width":16}`} {
+				if !strings.Contains(string(js), f) {
+					t.Errorf("JSON lacks %s: %s", f, js)
+				}
+			}
+		})
 	}
 }
 

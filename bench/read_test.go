@@ -171,22 +171,67 @@ func TestReadTar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, decode := range []bool{false, true} {
-		res, err := Read(context.Background(), shards, ReadOptions{Decode: decode, Direct: true, Chunk: align})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Samples != 14 {
-			t.Errorf("decode=%v: %d samples, want 14", decode, res.Samples)
-		}
-		for _, s := range res.Shards {
-			if want := int64(7 * 20 * 30 * 3); decode && s.Decoded != want {
-				t.Errorf("%s: decoded %d bytes, want %d", s.File, s.Decoded, want)
+	for _, tc := range []struct {
+		name string
+		opt  ReadOptions
+	}{
+		{"warm", ReadOptions{}},
+		{"warm-decode", ReadOptions{Decode: true}},
+		{"warm-decode-2-readers", ReadOptions{Decode: true, Readers: 2}},
+		{"direct", ReadOptions{Direct: true, Chunk: align}},
+		{"direct-decode", ReadOptions{Direct: true, Chunk: align, Decode: true}},
+		{"cold-decode", ReadOptions{Cold: true, Decode: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Read(context.Background(), shards, tc.opt)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if decode && res.Sample.Bytes != 20*30*3 {
-			t.Errorf("decoded sample size %v", res.Sample.Bytes)
-		}
+			if res.Samples != 14 {
+				t.Errorf("%d samples, want 14", res.Samples)
+			}
+			var want int64
+			if tc.opt.Decode {
+				want = 7 * 20 * 30 * 3
+			}
+			for i, s := range res.Shards {
+				// Every shard is read several times; one pass decodes it once.
+				if s.Decoded != want {
+					t.Errorf("%s: decoded %d bytes, want %d", s.File, s.Decoded, want)
+				}
+				if s.Samples != 7 || s.SamplesPerSec <= 0 || s.Prep.Bytes <= 0 || s.Prep.Bytes > shards[i].Bytes {
+					t.Errorf("%s: %d samples at %v/s, %d bytes read", s.File, s.Samples, s.SamplesPerSec, s.Prep.Bytes)
+				}
+			}
+			if tc.opt.Decode && res.Sample.Bytes != 20*30*3 {
+				t.Errorf("decoded sample size %v, want %d", res.Sample.Bytes, 20*30*3)
+			}
+			if got := res.Prep.MBps * res.Prep.Seconds * 1e6; res.Prep.Seconds <= 0 || got < float64(res.Prep.Bytes)*0.999 || got > float64(res.Prep.Bytes)*1.001 {
+				t.Errorf("total prep pass %+v is not its bytes over its time", res.Prep)
+			}
+		})
+	}
+}
+
+func TestReadText(t *testing.T) {
+	r := &ReadResult{Via: ViaRaw, Readers: 1, Samples: 160, SamplesPerSec: 141455,
+		Shards: []ShardRead{{File: "/x/shard-000000.h5", Samples: 160, SamplesPerSec: 141455,
+			Prep: Pass{Bytes: 24084480, MBps: 21298}, Raw: Pass{MBps: 21420}, Efficiency: 0.99}},
+		Prep: Pass{Bytes: 24084480, MBps: 21298}, Raw: Pass{MBps: 21420}, Efficiency: 0.99,
+		Sample: SampleShape{Shape: []int{224, 224, 3}, DType: "uint8", Bytes: 150528}, FeedsPerSec: 141490}
+	var out strings.Builder
+	if err := r.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	want := `reads: page cache, via raw, 1 reader(s); raw = plain read() of the whole file into the same buffer
+            shard  samples    MB  samples/s  prep MB/s  raw MB/s  efficiency
+  shard-000000.h5      160  24.1    141,455      21298     21420        0.99
+            total      160  24.1    141,455      21298     21420        0.99
+141,455 samples/s at 21298 MB/s: enough for 141,490 samples/s of 224×224×3 uint8
+efficiency 0.99 of raw sequential reads
+`
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
 	}
 }
 

@@ -18,15 +18,15 @@ func (r *ReadResult) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "reads: %s, via %s, %d reader(s); raw = plain read() of the whole file into the same buffer\n", mode, r.Via, r.Readers)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shard\tsamples\tMB\tprep MB/s\traw MB/s\tefficiency\t")
+	fmt.Fprintln(tw, "shard\tsamples\tMB\tsamples/s\tprep MB/s\traw MB/s\tefficiency\t")
 	for _, s := range r.Shards {
 		name := filepath.Base(s.File)
 		if len(s.Library) > 0 {
 			name += fmt.Sprintf(" (library: %v)", s.Library)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.0f\t%.0f\t%.2f\t\n", name, s.Samples, float64(s.Prep.Bytes)/1e6, s.Prep.MBps, s.Raw.MBps, s.Efficiency)
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%.0f\t%.0f\t%.2f\t\n", name, s.Samples, float64(s.Prep.Bytes)/1e6, Commas(s.SamplesPerSec), s.Prep.MBps, s.Raw.MBps, s.Efficiency)
 	}
-	fmt.Fprintf(tw, "total\t%d\t%.1f\t%.0f\t%.0f\t%.2f\t\n", r.Samples, float64(r.Prep.Bytes)/1e6, r.Prep.MBps, r.Raw.MBps, r.Efficiency)
+	fmt.Fprintf(tw, "total\t%d\t%.1f\t%s\t%.0f\t%.0f\t%.2f\t\n", r.Samples, float64(r.Prep.Bytes)/1e6, Commas(r.SamplesPerSec), r.Prep.MBps, r.Raw.MBps, r.Efficiency)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -42,7 +42,12 @@ func (r *FeedResult) WriteText(w io.Writer, v Verdict) error {
 	fmt.Fprintf(w, "batches of %d × %s (%s) in %d pinned buffers, %d reader(s)\n",
 		r.Batch, r.Sample, sizeString(float64(r.Batch)*r.Sample.Bytes), r.Slots, r.Readers)
 	fmt.Fprintf(w, "delivered %s samples in %d batches: %s samples/s, %.2f GB/s\n", Commas(float64(r.Samples)), r.Batches, Commas(r.SamplesPerSec), r.GBps)
-	fmt.Fprintf(w, "pinned host-to-device limit, same run: %.1f GB/s\n", r.LinkGBps)
+	if r.GPU {
+		fmt.Fprintf(w, "pinned host-to-device limit, same run: %.1f GB/s\n", r.LinkGBps)
+	} else {
+		fmt.Fprintf(w, "host memcpy limit (no GPU), same run: %.1f GB/s\n", r.LinkGBps)
+	}
+	r.writeTelemetry(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "stage\tbusy\trate alone\t")
 	for _, s := range r.Stages {
@@ -57,4 +62,17 @@ func (r *FeedResult) WriteText(w io.Writer, v Verdict) error {
 	}
 	_, err := fmt.Fprintln(w, "verdict:", v.Text)
 	return err
+}
+
+func (r *FeedResult) writeTelemetry(w io.Writer) {
+	t := r.Telemetry
+	if t == nil {
+		fmt.Fprintf(w, "GPU telemetry: none (%s)\n", r.NoTelemetry)
+		return
+	}
+	fmt.Fprintf(w, "GPU telemetry, %d samples every %s: utilization mean %.0f%%, peak %d%%; PCIe RX mean %s, peak %s; memory used peak %s; %s\n",
+		t.Samples, t.Interval, t.MeanUtil, t.PeakUtil, Rate(t.MeanPCIeRX), Rate(t.PeakPCIeRX), sizeString(float64(t.PeakMemUsed)), t.Link)
+	if t.Error != "" {
+		fmt.Fprintf(w, "GPU telemetry stopped early: %s\n", t.Error)
+	}
 }

@@ -29,10 +29,11 @@ func newFeedTestCmd() *cobra.Command {
 		Long: `feed-test streams the shards' samples (the HDF5 data dataset, or the decoded
 PNG/WAV of tar shards) into batches in pinned host buffers — a ring of
 --slots, so readers fill one while the previous batch crosses the link — and
-copies each batch to GPU memory on a CUDA stream. It reports the delivered
-samples/s and GB/s, the pinned host-to-device speed measured in the same run,
-how busy each stage was (disk read, decode, assemble, copy) and which one
-limits the rate.
+queues each batch's copy to GPU memory on a CUDA stream, while NVML samples
+the GPU every 100 ms. It reports the delivered samples/s and GB/s, the pinned
+host-to-device speed measured in the same run, the GPU's utilization, PCIe
+receive throughput, memory used and link during the run, how busy each stage
+was (disk read, decode, assemble, copy) and which one limits the rate.
 
 --need (samples/s) or --step (the time one training step takes on a batch)
 says what training needs; feed-test exits 4 when the shards cannot keep up,
@@ -67,6 +68,19 @@ numbers are never a GPU result.`,
 				return fmt.Errorf("feed-test: %w", err)
 			}
 			opt.Device = dev
+			noTelemetry := ""
+			if dev.IsGPU() {
+				// NVML numbers GPUs in PCI bus order, as CUDA does when
+				// CUDA_DEVICE_ORDER=PCI_BUS_ID; the default order puts the
+				// fastest first, which is the same on machines of one model.
+				m, err := gpu.OpenMonitor(index, 0)
+				if err != nil {
+					noTelemetry = "NVML: " + err.Error()
+				} else {
+					defer m.Close()
+					opt.Sampler = m
+				}
+			}
 			var done func()
 			var total int64
 			for _, s := range shards {
@@ -78,17 +92,13 @@ numbers are never a GPU result.`,
 			if err != nil {
 				return err
 			}
-			v := bench.Judge(res, rate)
-			out := feedOutput{FeedResult: res, Verdict: v}
-			if dev.IsGPU() {
-				out.PCIe = pcieLink(index)
+			if noTelemetry != "" {
+				res.NoTelemetry = noTelemetry
 			}
+			v := bench.Judge(res, rate)
 			if jsonOut {
-				err = writeJSON(cmd.OutOrStdout(), out)
+				err = writeJSON(cmd.OutOrStdout(), feedOutput{FeedResult: res, Verdict: v})
 			} else {
-				if out.PCIe != "" {
-					fmt.Fprintf(cmd.OutOrStdout(), "link: %s\n", out.PCIe)
-				}
 				err = res.WriteText(cmd.OutOrStdout(), v)
 			}
 			if err != nil {
@@ -115,7 +125,6 @@ numbers are never a GPU result.`,
 
 type feedOutput struct {
 	*bench.FeedResult
-	PCIe    string        `json:"pcie_link,omitempty"`
 	Verdict bench.Verdict `json:"verdict"`
 }
 
@@ -153,21 +162,6 @@ func openDevice(s string) (gpu.Device, int, error) {
 		return nil, 0, exitError{exitNoGPU, fmt.Errorf("%w (use --device host to run the pipeline into host memory)", err)}
 	}
 	return dev, i, err
-}
-
-// pcieLink reads the GPU's PCIe link through NVML, right after the run
-// while the link is still trained up; "" when NVML is not there.
-func pcieLink(index int) string {
-	m, err := gpu.OpenMonitor(index, 0)
-	if err != nil {
-		return ""
-	}
-	defer m.Close()
-	l, err := m.Link()
-	if err != nil {
-		return ""
-	}
-	return l.String()
 }
 
 // feedBytes is about what feed-test delivers from a shard: its data

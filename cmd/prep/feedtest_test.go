@@ -3,6 +3,10 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +21,8 @@ func TestFeedTestHost(t *testing.T) {
 	var out struct {
 		Device       string            `json:"device"`
 		GPU          bool              `json:"gpu"`
+		DeviceKind   string            `json:"device_kind"`
+		NoTelemetry  string            `json:"no_telemetry"`
 		Samples      int               `json:"samples"`
 		Bytes        int64             `json:"bytes"`
 		DeviceSHA256 map[string]string `json:"device_sha256"`
@@ -29,7 +35,7 @@ func TestFeedTestHost(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("--json: %v\n%s", err, stdout)
 	}
-	if out.Device != "host memory (no GPU)" || out.GPU || out.Samples != 16 || out.Bytes != 16*224*224*3 {
+	if out.Device != "host memory (no GPU)" || out.GPU || out.DeviceKind != "host" || out.NoTelemetry != "host memory" || out.Samples != 16 || out.Bytes != 16*224*224*3 {
 		t.Fatalf("feed-test: %+v", out)
 	}
 	for _, s := range m.Shards {
@@ -43,6 +49,8 @@ func TestFeedTestHost(t *testing.T) {
 
 	stdout, stderr, code = prepRun(t, "feed-test", dir, "--device", "host", "--need", "1e15/s")
 	if code != exitThreshold || !strings.HasPrefix(stdout, "device: host memory (no GPU)\n") ||
+		!strings.Contains(stdout, "\nhost memcpy limit (no GPU), same run: ") || strings.Contains(stdout, "pinned host-to-device") ||
+		!strings.Contains(stdout, "\nGPU telemetry: none (host memory)\n") ||
 		!strings.Contains(stdout, "verdict: input-bound: the GPU would idle 100%; limiting stage: ") ||
 		!strings.Contains(stderr, "1,000,000,000,000,000 needed") {
 		t.Errorf("unmet --need: exit %d\n%s\n%s", code, stdout, stderr)
@@ -72,6 +80,67 @@ func TestFeedTestErrors(t *testing.T) {
 		if code != tc.code || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, tc.code, tc.want)
 		}
+	}
+}
+
+// cudaEntryPoints are the symbols bench/gpu binds in libcuda.so.1.
+var cudaEntryPoints = []string{"cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuCtxCreate_v2",
+	"cuCtxDestroy_v2", "cuMemAllocHost_v2", "cuMemFreeHost", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoDAsync_v2",
+	"cuMemcpyDtoH_v2", "cuStreamCreate", "cuStreamSynchronize", "cuCtxSetCurrent", "cuEventCreate", "cuEventRecord",
+	"cuEventSynchronize", "cuEventDestroy_v2", "cuGetErrorName"}
+
+// stubCUDA builds a libcuda.so.1 in a new folder that defines the given
+// entry points: cuDeviceGetCount reports one GPU and returns countResult,
+// cuGetErrorName knows no name, every other call succeeds.
+func stubCUDA(t *testing.T, symbols []string, countResult int) string {
+	t.Helper()
+	dir := t.TempDir()
+	var src strings.Builder
+	for _, name := range symbols {
+		switch name {
+		case "cuDeviceGetCount":
+			fmt.Fprintf(&src, "int cuDeviceGetCount(int *n) { *n = 1; return %d; }\n", countResult)
+		case "cuGetErrorName":
+			src.WriteString("int cuGetErrorName(int code, const char **s) { return 1; }\n")
+		default:
+			fmt.Fprintf(&src, "int %s(void) { return 0; }\n", name)
+		}
+	}
+	c := filepath.Join(dir, "stub.c")
+	if err := os.WriteFile(c, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", filepath.Join(dir, "libcuda.so.1"), c).CombinedOutput(); err != nil {
+		t.Skipf("no C compiler to build a stub driver: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// TestFeedTestNoUsableGPU runs feed-test against stub CUDA drivers: every
+// way of having no usable GPU exits 3 and says why.
+func TestFeedTestNoUsableGPU(t *testing.T) {
+	dir, _ := convertedShards(t)
+	for _, tc := range []struct {
+		name   string
+		libDir string
+		device string
+		want   string
+	}{
+		{"old driver", stubCUDA(t, cudaEntryPoints[:1], 0), "0", "prep: libcuda.so.1 lacks cuDeviceGetCount: the NVIDIA driver is too old (use --device host"},
+		{"device count fails", stubCUDA(t, cudaEntryPoints, 3), "0", "prep: no GPU: cuDeviceGetCount: CUresult 3 (use --device host"},
+		{"index out of range", stubCUDA(t, cudaEntryPoints, 0), "5", "prep: GPU 5 not found: this machine has 1 (use --device host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(prepBinary(t), "feed-test", dir, "--device", tc.device)
+			cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+tc.libDir)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != exitNoGPU || !strings.HasPrefix(stderr.String(), tc.want) {
+				t.Errorf("exit %v, stderr %q; want exit %d and %q", err, stderr.String(), exitNoGPU, tc.want)
+			}
+		})
 	}
 }
 
