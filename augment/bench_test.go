@@ -71,3 +71,43 @@ func BenchmarkResize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFanOut decides whether imaging's own fan-out (each call splits
+// its rows over GOMAXPROCS goroutines) helps inside convert, whose CPU
+// stage already runs one image per core: every op runs as imaging does it
+// and as this package does it on the calling goroutine, with one worker
+// (an idle machine: fan-out can use the other cores) and with GOMAXPROCS
+// workers under b.RunParallel (the pipeline: every core busy). img/s counts
+// images done by all workers together.
+func BenchmarkFanOut(b *testing.B) {
+	photo := noiseImage(512, 384, 1) // a typical scaled decode
+	small := noiseImage(224, 224, 2) // a sample after resize+crop
+	ops := []struct {
+		name string
+		f    func(buf *Buffers)
+	}{
+		{"resize/imaging", func(*Buffers) { imaging.Resize(photo, 341, 256, filter) }},
+		{"resize/serial", func(buf *Buffers) { buf.reset(); resample(photo, 341, 256, buf) }},
+		{"fliph/imaging", func(*Buffers) { imaging.FlipH(small) }},
+		{"fliph/serial", func(buf *Buffers) { buf.reset(); mirror(small, false, buf) }},
+		{"blur/imaging", func(*Buffers) { imaging.Blur(small, 1) }},
+	}
+	for _, op := range ops {
+		b.Run(op.name+"/workers=1", func(b *testing.B) {
+			var buf Buffers
+			for b.Loop() {
+				op.f(&buf)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "img/s")
+		})
+		b.Run(op.name+"/workers=GOMAXPROCS", func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				var buf Buffers
+				for pb.Next() {
+					op.f(&buf)
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "img/s")
+		})
+	}
+}

@@ -385,3 +385,24 @@ func TestResizeCropFused(t *testing.T) {
 		}
 	}
 }
+
+// TestMirrorMatchesImaging checks that flips give imaging.FlipH/FlipV's
+// bytes, also on a sub-image and into a reused buffer.
+func TestMirrorMatchesImaging(t *testing.T) {
+	img := noiseImage(37, 23, 3)
+	sub := img.SubImage(image.Rect(3, 2, 30, 21)).(*image.NRGBA)
+	var buf Buffers
+	for _, src := range []*image.NRGBA{img, sub, img} {
+		for _, v := range []bool{false, true} {
+			want := imaging.FlipH(src)
+			if v {
+				want = imaging.FlipV(src)
+			}
+			buf.reset()
+			got := mirror(src, v, &buf)
+			if got.Rect != want.Rect || !bytes.Equal(got.Pix, want.Pix) {
+				t.Errorf("vertical=%v on %v: mirror differs from imaging", v, src.Rect)
+			}
+		}
+	}
+}
