@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,11 +110,37 @@ func TestBenchReadErrors(t *testing.T) {
 	}
 }
 
+// TestBenchHelpExamples requires a worked example in the --help of prep
+// and of every command it has, so a new command cannot ship without one.
 func TestBenchHelpExamples(t *testing.T) {
-	for _, c := range []string{"bench-read", "feed-test", "gpu-watch"} {
-		stdout, _, code := prepRun(t, c, "--help")
-		if code != 0 || !strings.Contains(stdout, "Examples:\n  prep "+c) && !strings.Contains(stdout, "Examples:\n  # ") {
-			t.Errorf("%s --help: exit %d, no worked example:\n%s", c, code, stdout)
+	cmds := []string{""}
+	for _, c := range newRoot().Commands() {
+		if c.Name() != "help" {
+			cmds = append(cmds, c.Name())
+		}
+	}
+	for _, want := range []string{"convert", "inspect", "version", "merge-manifest", "bench-read", "feed-test", "gpu-watch"} {
+		if !slices.Contains(cmds, want) {
+			t.Errorf("prep has no %s command", want)
+		}
+	}
+	if slices.Contains(cmds, "completion") {
+		t.Errorf("prep offers cobra's completion command, which has no example")
+	}
+	for _, c := range cmds {
+		args := []string{"--help"}
+		if c != "" {
+			args = []string{c, "--help"}
+		}
+		stdout, _, code := prepRun(t, args...)
+		if code != 0 || !strings.Contains(stdout, "Examples:\n  prep ") && !strings.Contains(stdout, "Examples:\n  # ") {
+			t.Errorf("prep %s --help: exit %d, no worked example:\n%s", c, code, stdout)
+		}
+	}
+	stdout, _, _ := prepRun(t, "--help")
+	for _, want := range []string{"Exit codes:", "  2    usage", "  130  interrupted"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("prep --help lacks %q:\n%s", want, stdout)
 		}
 	}
 }

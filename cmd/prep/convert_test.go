@@ -2,17 +2,25 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prep-dev/prep/augment"
+	"github.com/prep-dev/prep/convert"
+	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/hdf5"
+	"github.com/prep-dev/prep/formats/imgdec"
 	"github.com/prep-dev/prep/formats/manifest"
 )
 
@@ -119,14 +127,44 @@ func TestConvertInspectVerify(t *testing.T) {
 	if out, _, code := prepRun(t, "inspect", dst, "--verify"); code != 0 || !strings.Contains(out, "verified 3 shards") {
 		t.Fatalf("inspect --verify exit %d: %s", code, out)
 	}
-	// A flipped byte in a shard is caught.
+	// One shard: the run it records, its sample count, and --verify
+	// against the manifest beside it.
+	shard0 := filepath.Join(dst, m.Shards[0].File)
+	out, stderr, code := prepRun(t, "inspect", shard0, "--verify")
+	for _, want := range []string{
+		"shard-000000.h5: 6 samples, prep " + version + ", seed 7\n",
+		"recipe: " + demoRecipe + "\n",
+		"classes (" + strconv.Itoa(len(m.Classes)) + "): " + strings.Join(m.Classes, ", ") + "\n",
+		"verified shard-000000.h5: checksum and size match the manifest",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("inspect SHARD --verify: exit %d, output lacks %q:\n%s%s", code, want, out, stderr)
+		}
+	}
+	// A flipped byte in a shard is caught, in the folder and alone.
 	path := filepath.Join(dst, m.Shards[1].File)
 	b, _ := os.ReadFile(path)
 	b[len(b)/2] ^= 0xff
 	os.WriteFile(path, b, 0o644)
-	out, stderr, code := prepRun(t, "inspect", dst, "--verify")
+	out, stderr, code = prepRun(t, "inspect", dst, "--verify")
 	if code != exitFailure || !strings.Contains(out, "FAIL "+m.Shards[1].File+": sha256 mismatch") || !strings.Contains(stderr, "--resume") {
 		t.Fatalf("corrupt shard: exit %d\n%s\n%s", code, out, stderr)
+	}
+	out, stderr, code = prepRun(t, "inspect", path, "--verify")
+	if code != exitFailure || !strings.Contains(out, "FAIL "+m.Shards[1].File+": sha256 mismatch") || !strings.Contains(stderr, "--resume") {
+		t.Fatalf("corrupt single shard: exit %d\n%s\n%s", code, out, stderr)
+	}
+	// Without a manifest beside it, a single shard cannot be verified.
+	alone := filepath.Join(t.TempDir(), m.Shards[0].File)
+	data, err := os.ReadFile(shard0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := prepRun(t, "inspect", alone, "--verify"); code != exitUsage || !strings.Contains(stderr, "no manifest.json beside the shard") {
+		t.Fatalf("shard without manifest: exit %d: %s", code, stderr)
 	}
 }
 
@@ -323,5 +361,124 @@ func TestThreeTasksEqualOneProcess(t *testing.T) {
 	os.Remove(filepath.Join(split, "manifest-task-00001.json"))
 	if _, stderr, code := prepRun(t, "merge-manifest", split); code != exitFailure || !strings.Contains(stderr, "missing tasks 1") {
 		t.Fatalf("merge with a missing part: exit %d: %s", code, stderr)
+	}
+}
+
+// TestRoundTripRecipe converts the test photos with the demo recipe and
+// checks every stored sample, byte for byte, against a decode through
+// the same imgdec path as convert's default --decoder auto and the parsed
+// recipe applied with the sample's own generator
+// hash(seed, key, copy); and the labels and keys datasets against the class
+// folders and input keys.
+func TestRoundTripRecipe(t *testing.T) {
+	const src, seed, copies = "../../testdata/images", 7, 2
+	dst := filepath.Join(t.TempDir(), "out")
+	if _, stderr, code := prepRun(t, "convert", src, dst, "--recipe", demoRecipe, "--seed", strconv.Itoa(seed),
+		"--copies", strconv.Itoa(copies), "--items-per-shard", "5"); code != 0 {
+		t.Fatalf("convert exit %d: %s", code, stderr)
+	}
+	m, err := manifest.Read(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe, err := augment.Parse(demoRecipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// convert's decoder for --decoder auto: libjpeg-turbo scaled in the
+	// DCT domain, reporting the full-size geometry the resize maps.
+	decode := convert.ImgdecDecoder(imgdec.Options{Decoder: imgdec.DecoderAuto})
+
+	// The plan, independently: sorted class folders give the labels,
+	// sorted keys the order, each input its copies in turn.
+	type item struct {
+		key   string // input key
+		copy  int
+		label int64
+	}
+	var want []item
+	classes, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for ci, c := range classes { // os.ReadDir sorts by name
+		names = append(names, c.Name())
+		files, err := os.ReadDir(filepath.Join(src, c.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			for k := range copies {
+				want = append(want, item{c.Name() + "/" + f.Name(), k, int64(ci)})
+			}
+		}
+	}
+	if !slices.Equal(m.Classes, names) {
+		t.Fatalf("manifest classes %q, folders %q", m.Classes, names)
+	}
+
+	n := 0
+	for _, s := range m.Shards {
+		path := filepath.Join(dst, s.File)
+		ds := map[string]formats.DatasetInfo{}
+		for _, d := range s.Datasets {
+			ds[d.Name] = d
+		}
+		data, labels, keys := ds["data"], ds["labels"], ds["keys"]
+		if data.Shape[0] != s.Count || labels.Shape[0] != s.Count || keys.Shape[0] != s.Count {
+			t.Fatalf("%s: %d samples, datasets %+v", s.File, s.Count, s.Datasets)
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		labelBytes := make([]byte, 8*s.Count)
+		if err := hdf5.ReadDataset(path, "labels", labelBytes); err != nil {
+			t.Fatal(err)
+		}
+		width, err := strconv.Atoi(strings.TrimPrefix(string(keys.DType), "S"))
+		if err != nil {
+			t.Fatalf("%s: keys dtype %s", s.File, keys.DType)
+		}
+		keyBytes := make([]byte, width*s.Count)
+		if err := hdf5.ReadDataset(path, "keys", keyBytes); err != nil {
+			t.Fatal(err)
+		}
+		size := data.Size / int64(s.Count)
+		for i := range s.Count {
+			if n >= len(want) {
+				t.Fatalf("more samples than the %d planned", len(want))
+			}
+			w := want[n]
+			n++
+			if got := int64(binary.LittleEndian.Uint64(labelBytes[8*i:])); got != w.label {
+				t.Errorf("%s sample %d (%s): label %d, want %d", s.File, i, w.key, got, w.label)
+			}
+			wantKey := w.key + "#c" + strconv.Itoa(w.copy)
+			if got := string(bytes.TrimRight(keyBytes[i*width:(i+1)*width], "\x00")); got != wantKey {
+				t.Errorf("%s sample %d: key %q, want %q", s.File, i, got, wantKey)
+			}
+			file, err := os.ReadFile(filepath.Join(src, w.key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, scaled, err := decode(file, recipe.MinSide())
+			if err != nil {
+				t.Fatalf("%s: %v", w.key, err)
+			}
+			out, _ := recipe.ApplyScaled(img, scaled, convert.NewRand(seed, w.key, w.copy), new(augment.Buffers))
+			wantPix := convert.RGBTensor(out)
+			if !slices.Equal(data.Shape[1:], wantPix.Shape) {
+				t.Fatalf("%s: sample shape %v, recipe gives %v", wantKey, data.Shape[1:], wantPix.Shape)
+			}
+			off := data.Offset + int64(i)*size
+			if !bytes.Equal(raw[off:off+size], wantPix.Data) {
+				t.Errorf("%s sample %d (%s): pixels differ from decode + recipe", s.File, i, wantKey)
+			}
+		}
+	}
+	if n != len(want) {
+		t.Fatalf("shards hold %d samples, want %d", n, len(want))
 	}
 }

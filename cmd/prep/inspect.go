@@ -31,10 +31,12 @@ datasets with their shapes and byte offsets, skipped inputs), or the datasets
 of a single .h5 shard or the first sample of a .tar shard.
 
 --verify recomputes every shard's sha256 and size, and for HDF5 re-reads the
-dataset offsets and shapes, and exits 1 on any mismatch.`,
+dataset offsets and shapes, and exits 1 on any mismatch. Given one shard, it
+checks that shard against the manifest.json in the same folder.`,
 		Example: `  prep inspect ./shards
   prep inspect ./shards --verify
-  prep inspect ./shards/shard-000000.h5`,
+  prep inspect ./shards/shard-000000.h5
+  prep inspect ./shards/shard-000000.h5 --verify`,
 		Args: positional("DIR|SHARD"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runInspect(cmd.OutOrStdout(), args[0], verify, jsonOut)
@@ -51,7 +53,10 @@ func runInspect(w io.Writer, target string, verify, jsonOut bool) error {
 		return fmt.Errorf("inspect %s: %w", target, err)
 	}
 	if !st.IsDir() {
-		return inspectShard(w, target, jsonOut)
+		if err := inspectShard(w, target, jsonOut); err != nil || !verify {
+			return err
+		}
+		return verifyOne(w, target)
 	}
 	m, err := manifest.Read(target)
 	if err != nil {
@@ -90,6 +95,28 @@ func runInspect(w io.Writer, target string, verify, jsonOut bool) error {
 		return fmt.Errorf("%d of %d shards failed verification: rerun convert with --resume to rewrite them", len(bad), len(m.Shards))
 	}
 	fmt.Fprintf(w, "verified %d shards: checksums and sizes match the manifest\n", len(m.Shards))
+	return nil
+}
+
+// verifyOne checks a single shard against the manifest.json beside it.
+func verifyOne(w io.Writer, path string) error {
+	dir, file := filepath.Split(path)
+	m, err := manifest.Read(filepath.Clean(dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return usagef("inspect %s --verify: no %s beside the shard to check it against; keep the shard in its folder, or verify the folder (prep inspect DIR --verify)", path, manifest.FileName)
+	}
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(m.Shards, func(s manifest.Shard) bool { return s.File == file })
+	if i < 0 {
+		return fmt.Errorf("inspect %s --verify: %s does not list %s: it belongs to another run", path, filepath.Join(dir, manifest.FileName), file)
+	}
+	if problem := verifyShard(path, m.Shards[i]); problem != "" {
+		fmt.Fprintln(w, "FAIL", file+": "+problem)
+		return fmt.Errorf("%s failed verification: rerun convert with --resume to rewrite it", path)
+	}
+	fmt.Fprintf(w, "verified %s: checksum and size match the manifest\n", file)
 	return nil
 }
 
@@ -180,7 +207,19 @@ func inspectShard(w io.Writer, path string, jsonOut bool) error {
 		if err != nil {
 			return err
 		}
+		meta, err := hdf5.Meta(path)
+		if err != nil {
+			return err
+		}
+		samples := 0
+		if i := slices.IndexFunc(ds, func(d formats.DatasetInfo) bool { return d.Name == "labels" }); i >= 0 && len(ds[i].Shape) > 0 {
+			samples = ds[i].Shape[0]
+		}
 		if !jsonOut {
+			fmt.Fprintf(w, "%s: %d samples, prep %s, seed %d\nrecipe: %s\n", filepath.Base(path), samples, meta.Version, meta.Seed, orNone(meta.Recipe))
+			if len(meta.Classes) > 0 {
+				fmt.Fprintf(w, "classes (%d): %s\n", len(meta.Classes), strings.Join(first(meta.Classes, 20), ", "))
+			}
 			for _, d := range ds {
 				where := fmt.Sprintf("offset %d", d.Offset)
 				if d.Offset < 0 {
@@ -190,7 +229,15 @@ func inspectShard(w io.Writer, path string, jsonOut bool) error {
 			}
 			return nil
 		}
-		v = ds
+		v = struct {
+			File     string                `json:"file"`
+			Samples  int                   `json:"samples"`
+			Version  string                `json:"version"`
+			Recipe   string                `json:"recipe"`
+			Seed     uint64                `json:"seed"`
+			Classes  []string              `json:"classes,omitempty"`
+			Datasets []formats.DatasetInfo `json:"datasets"`
+		}{filepath.Base(path), samples, meta.Version, meta.Recipe, meta.Seed, meta.Classes, ds}
 	case strings.HasSuffix(path, ".tar"):
 		s, err := tarshard.Describe(path)
 		if err != nil {

@@ -71,10 +71,27 @@ func newRoot() *cobra.Command {
 		Short: "Turn a raw training dataset into shards a GPU can be fed from at full speed",
 		Long: `prep moves JPEG decoding, augmentation and small-file reads out of the
 training loop: one offline pass writes uncompressed shards (HDF5, PNG-0 tar,
-WAV tar) that read sequentially at disk speed.`,
+WAV tar) that read sequentially at disk speed.
+
+Exit codes:
+  0    success
+  1    the run failed (I/O, permissions, --strict, inspect --verify mismatch)
+  2    usage: bad flag, argument or recipe
+  3    no GPU: a driver library or the device is missing
+  4    a measurement missed its goal (--need, --max-idle)
+  130  interrupted (Ctrl-C / SIGTERM); rerun convert with --resume`,
+		Example: `  # convert an ImageFolder into 224x224 HDF5 shards, two augmented copies each
+  prep convert ./photos ./shards --recipe "resize=256,crop=224:random,hflip=0.5" --seed 7 --copies 2
+
+  # check the shards against their manifest, then measure their read speed
+  prep inspect ./shards --verify
+  prep bench-read ./shards`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// prep has no shell completion to offer beyond cobra's generic one;
+	// a "completion" command without an example would only clutter --help.
+	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, c := range commands {
 		root.AddCommand(c())

@@ -1,6 +1,7 @@
 package hdf5
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -186,15 +187,11 @@ func Meta(path string) (formats.ShardMeta, error) {
 		name string
 		dst  *string
 	}{{"prep_version", &m.Version}, {"recipe", &m.Recipe}, {"classes", &classes}} {
-		attr, err := root.OpenAttribute(a.name)
+		v, err := stringAttrValue(root, a.name)
 		if err != nil {
 			return m, fmt.Errorf("%s: attribute %s: %w (not a shard written by prep)", path, a.name, err)
 		}
-		err = attr.Read(a.dst, nil)
-		attr.Close()
-		if err != nil {
-			return m, fmt.Errorf("%s: attribute %s: %w", path, a.name, err)
-		}
+		*a.dst = v
 	}
 	if classes != "" {
 		m.Classes = strings.Split(classes, "\n")
@@ -204,8 +201,34 @@ func Meta(path string) (formats.ShardMeta, error) {
 		return m, fmt.Errorf("%s: attribute seed: %w (not a shard written by prep)", path, err)
 	}
 	defer attr.Close()
-	if err := attr.Read(&m.Seed, hdf5.T_STD_U64LE); err != nil {
+	var seed uint64 // not &m.Seed: cgo refuses a pointer into a struct holding pointers
+	if err := attr.Read(&seed, hdf5.T_STD_U64LE); err != nil {
 		return m, fmt.Errorf("%s: attribute seed: %w", path, err)
 	}
+	m.Seed = seed
 	return m, nil
+}
+
+// stringAttrValue reads a fixed-length string attribute. gonum's
+// Attribute.Read of a string hands cgo a Go pointer to a Go pointer, which
+// the runtime refuses, so the bytes are read with the attribute's own type.
+func stringAttrValue(g *hdf5.Group, name string) (string, error) {
+	attr, err := g.OpenAttribute(name)
+	if err != nil {
+		return "", err
+	}
+	defer attr.Close()
+	t := &hdf5.Datatype{Identifier: attr.GetType()}
+	defer t.Close()
+	if class, _, _, _ := typeInfo(t); class != classString {
+		return "", fmt.Errorf("not a string")
+	}
+	b := make([]byte, t.Size())
+	if len(b) == 0 {
+		return "", nil
+	}
+	if err := attr.Read(&b[0], t); err != nil {
+		return "", err
+	}
+	return string(bytes.TrimRight(b, "\x00")), nil
 }
