@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -15,7 +16,11 @@ import (
 // Dir is a Source over a local folder.
 type Dir struct{ Root string }
 
-// List walks the folder; hidden files and unfinished .tmp files are left out.
+// List walks the folder; hidden files and folders are left out.
+// Symbolic links are followed, to files and to folders alike (a link back
+// to a folder it sits in is not followed again); a link whose target is
+// missing is listed all the same, so that opening it fails and the run
+// reports it rather than losing the input without a word.
 func (d Dir) List(ctx context.Context) ([]Object, error) {
 	info, err := os.Stat(d.Root)
 	if err != nil {
@@ -28,39 +33,47 @@ func (d Dir) List(ctx context.Context) ([]Object, error) {
 		return nil, fmt.Errorf("source %s is a file, not a folder", d.Root)
 	}
 	var objs []Object
-	err = filepath.WalkDir(d.Root, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		name := e.Name()
-		if path != d.Root && strings.HasPrefix(name, ".") {
-			if e.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !e.Type().IsRegular() {
-			return nil
-		}
-		fi, err := e.Info()
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(d.Root, path)
-		if err != nil {
-			return err
-		}
-		objs = append(objs, Object{Key: filepath.ToSlash(rel), Size: fi.Size()})
-		return nil
-	})
-	if err != nil {
+	if err := d.walk(ctx, d.Root, "", []fs.FileInfo{info}, &objs); err != nil {
 		return nil, fmt.Errorf("list %s: %w", d.Root, err)
 	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
 	return objs, nil
+}
+
+// walk lists folder dir, whose key prefix is rel; parents are the folders
+// it sits in, dir last, to recognise a link that leads back into them.
+func (d Dir) walk(ctx context.Context, dir, rel string, parents []fs.FileInfo, objs *[]Object) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		path, key := filepath.Join(dir, name), rel+name
+		fi, err := os.Stat(path) // follows links
+		switch {
+		case err != nil && e.Type()&fs.ModeSymlink != 0:
+			*objs = append(*objs, Object{Key: key}) // broken link: opening it says why
+		case err != nil:
+			return err
+		case fi.IsDir():
+			if slices.ContainsFunc(parents, func(p fs.FileInfo) bool { return os.SameFile(p, fi) }) {
+				continue // a link to a folder above: following it would never end
+			}
+			if err := d.walk(ctx, path, key+"/", append(parents, fi), objs); err != nil {
+				return err
+			}
+		case fi.Mode().IsRegular():
+			*objs = append(*objs, Object{Key: key, Size: fi.Size()})
+		}
+	}
+	return nil
 }
 
 // Open opens the file behind key.

@@ -453,3 +453,83 @@ func TestMergeRejectsOverlap(t *testing.T) {
 		})
 	}
 }
+
+// TestSymlinkedInputs: links to files and folders are inputs like any
+// other, a link back up the tree is not followed forever, and a broken
+// link is reported as skipped rather than dropped.
+func TestSymlinkedInputs(t *testing.T) {
+	elsewhere, src := t.TempDir(), t.TempDir()
+	writeImages(t, elsewhere, []string{"a", "b"}, 2)
+	writeImages(t, src, []string{"a"}, 1)
+	for _, l := range []struct{ target, link string }{
+		{filepath.Join(elsewhere, "a", "001.png"), "a/linked.png"}, // a file
+		{filepath.Join(elsewhere, "b"), "b"},                       // a class folder
+		{"..", "a/up"},                                             // a loop
+		{filepath.Join(elsewhere, "gone.png"), "a/gone.png"},       // broken
+	} {
+		if err := os.Symlink(l.target, filepath.Join(src, l.link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := t.TempDir()
+	m, _, err := convertDir(t, context.Background(), src, dst, func(o *Options) { o.Copies = 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(m.Classes, ","); got != "a,b" {
+		t.Errorf("classes %s, want a,b", got)
+	}
+	if m.Samples != 4 || m.Items != 5 {
+		t.Errorf("%d samples of %d items, want 4 of 5", m.Samples, m.Items)
+	}
+	if len(m.Skipped) != 1 || m.Skipped[0].Key != "a/gone.png" || !strings.Contains(m.Skipped[0].Reason, "no such file") {
+		t.Errorf("skipped %+v, want a/gone.png: no such file", m.Skipped)
+	}
+	// The linked file's pixels are those of its target.
+	want, err := os.ReadFile(filepath.Join(elsewhere, "a", "001.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _ := pngDecode(want, 0)
+	out, _ := cropAug{}.Apply(img, NewRand(7, "a/linked.png", 0))
+	got := readSample(t, dst, m, "a/linked.png")
+	if !bytes.Equal(got, RGBTensor(out).Data) {
+		t.Errorf("a/linked.png: stored pixels differ from its target's")
+	}
+}
+
+// readSample returns the stored bytes of the sample with key, found
+// through the shards' keys datasets.
+func readSample(t *testing.T, dir string, m *manifest.Manifest, key string) []byte {
+	t.Helper()
+	for _, s := range m.Shards {
+		path := filepath.Join(dir, s.File)
+		var data, keys formats.DatasetInfo
+		for _, d := range s.Datasets {
+			switch d.Name {
+			case "data":
+				data = d
+			case "keys":
+				keys = d
+			}
+		}
+		width := int(keys.Size) / s.Count
+		kb := make([]byte, keys.Size)
+		if err := hdf5.ReadDataset(path, "keys", kb); err != nil {
+			t.Fatal(err)
+		}
+		for i := range s.Count {
+			if string(bytes.TrimRight(kb[i*width:(i+1)*width], "\x00")) != key {
+				continue
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := data.Size / int64(s.Count)
+			return raw[data.Offset+int64(i)*size : data.Offset+int64(i+1)*size]
+		}
+	}
+	t.Fatalf("no sample %s in the shards", key)
+	return nil
+}
