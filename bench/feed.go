@@ -372,7 +372,7 @@ func feedShape(shards []Shard) (SampleShape, error) {
 	defer f.Close()
 	errFirst := errors.New("first sample")
 	var shape SampleShape
-	err = tarshard.Read(&spanReader{s: f.span(make([]byte, 1<<20), 0, shards[0].Bytes)}, func(key string, m map[string][]byte) error {
+	err = readTar(&tarSource{s: f.span(make([]byte, 1<<20), 0, shards[0].Bytes)}, func(key string, m map[string][]byte) error {
 		smp, err := tarshard.Decode(key, m)
 		if err != nil {
 			return err
@@ -467,7 +467,7 @@ func feedTar(ctx context.Context, s *Shard, opt *FeedOptions, buf []byte, a *ass
 	}
 	defer f.Close()
 	sp := f.span(buf, 0, s.Bytes)
-	err = tarshard.Read(&spanReader{s: sp}, func(key string, m map[string][]byte) error {
+	err = readTar(&tarSource{s: sp}, func(key string, m map[string][]byte) error {
 		t := time.Now()
 		smp, err := tarshard.Decode(key, m)
 		if err != nil {

@@ -134,14 +134,14 @@ func TestFeedTar(t *testing.T) {
 type steadyGPU struct {
 	mu  sync.Mutex
 	n   int
-	err error // returned from the second sample on
+	err error // returned instead of a sample
 }
 
 func (g *steadyGPU) Sample() (gpu.Sample, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.n++
-	if g.n > 1 && g.err != nil {
+	if g.err != nil {
 		return gpu.Sample{}, g.err
 	}
 	return gpu.Sample{Util: 40, PCIeRX: 12.5e9, MemUsed: 3 << 30, Link: gpu.Link{Gen: 5, Width: 16}}, nil
@@ -161,22 +161,22 @@ func TestFeedTelemetry(t *testing.T) {
 	}{
 		{"steady", nil, []string{
 			"GPU telemetry, 1 samples every 1h0m0s: utilization mean 40%, peak 40%; PCIe RX mean 12.5 GB/s, peak 12.5 GB/s; memory used peak 3.0 GiB; PCIe Gen5 x16\n"}},
-		{"sampler fails", errors.New("NVML: GPU is lost"), []string{"GPU telemetry stopped early: NVML: GPU is lost\n"}},
+		{"sampler fails", errors.New("NVML: GPU is lost"), []string{"GPU telemetry: none (sampling failed: NVML: GPU is lost)\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &steadyGPU{err: tc.err}
 			// An interval longer than the run: the one sample taken as
 			// feeding starts is all there is, whatever the machine's speed.
-			every := time.Hour
-			if tc.err != nil {
-				every = time.Microsecond
-			}
-			res, err := Feed(context.Background(), shards, FeedOptions{Device: gpu.NewHost(), Batch: 8, Sampler: g, SampleEvery: every})
+			res, err := Feed(context.Background(), shards, FeedOptions{Device: gpu.NewHost(), Batch: 8, Sampler: g, SampleEvery: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}
 			tel := res.Telemetry
-			if tel == nil || tel.Samples < 1 || tel.MeanUtil != 40 || tel.PeakPCIeRX != 12.5e9 || tel.PeakMemUsed != 3<<30 || tel.Link != (gpu.Link{Gen: 5, Width: 16}) {
+			if tc.err != nil {
+				if tel == nil || tel.Samples != 0 || tel.Error != tc.err.Error() {
+					t.Fatalf("telemetry %+v", tel)
+				}
+			} else if tel == nil || tel.Samples != 1 || tel.MeanUtil != 40 || tel.PeakPCIeRX != 12.5e9 || tel.PeakMemUsed != 3<<30 || tel.Link != (gpu.Link{Gen: 5, Width: 16}) {
 				t.Fatalf("telemetry %+v", tel)
 			}
 			var out bytes.Buffer
@@ -192,7 +192,11 @@ func TestFeedTelemetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, f := range []string{`"device_kind":"host"`, `"peak_util":40`, `"link":{"gen":5,"width":16}`} {
+			fields := []string{`"device_kind":"host"`, `"interval":"1h0m0s"`}
+			if tc.err == nil {
+				fields = append(fields, `"peak_util":40`, `"link":{"gen":5,"width":16}`)
+			}
+			for _, f := range fields {
 				if !strings.Contains(string(js), f) {
 					t.Errorf("JSON lacks %s: %s", f, js)
 				}

@@ -120,22 +120,3 @@ func (s *span) each(fn func([]byte) error) error {
 		}
 	}
 }
-
-// Read makes a span an io.Reader, for streaming tar shards.
-type spanReader struct {
-	s   *span
-	cur []byte
-}
-
-func (r *spanReader) Read(p []byte) (int, error) {
-	if len(r.cur) == 0 {
-		c, err := r.s.chunk()
-		if err != nil {
-			return 0, err
-		}
-		r.cur = c
-	}
-	n := copy(p, r.cur)
-	r.cur = r.cur[n:]
-	return n, nil
-}

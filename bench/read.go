@@ -503,10 +503,9 @@ func (r *reader) library(i int, s *Shard, d formats.DatasetInfo) (int64, error) 
 // samples when asked to.
 func (r *reader) tar(ctx context.Context, f *file, s *Shard, out *ShardRead) (int64, error) {
 	sp := f.span(r.buf, 0, s.Bytes)
-	in := &spanReader{s: sp}
 	var last, decoded int64
 	samples := 0
-	err := tarshard.Read(in, func(key string, members map[string][]byte) error {
+	err := readTar(&tarSource{s: sp}, func(key string, members map[string][]byte) error {
 		samples++
 		r.progress(int(sp.pos - last))
 		last = sp.pos

@@ -66,8 +66,12 @@ func (r *FeedResult) WriteText(w io.Writer, v Verdict) error {
 
 func (r *FeedResult) writeTelemetry(w io.Writer) {
 	t := r.Telemetry
-	if t == nil {
+	switch {
+	case t == nil:
 		fmt.Fprintf(w, "GPU telemetry: none (%s)\n", r.NoTelemetry)
+		return
+	case t.Samples == 0:
+		fmt.Fprintf(w, "GPU telemetry: none (sampling failed: %s)\n", t.Error)
 		return
 	}
 	fmt.Fprintf(w, "GPU telemetry, %d samples every %s: utilization mean %.0f%%, peak %d%%; PCIe RX mean %s, peak %s; memory used peak %s; %s\n",
