@@ -20,6 +20,7 @@ import (
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/convert"
 	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/ffmpeg"
 	"github.com/prep-dev/prep/formats/hdf5"
 	"github.com/prep-dev/prep/formats/imgdec"
 	"github.com/prep-dev/prep/formats/tarshard"
@@ -132,6 +133,26 @@ func checkMediaFlags(f *convertFlags) error {
 		return usagef("--duration %g: must be 0 (whole files) or positive", f.audio.Duration)
 	case f.audio.SampleFormat != "s16" && f.audio.SampleFormat != "f32":
 		return usagef("--sample-format %q: want s16 or f32", f.audio.SampleFormat)
+	}
+	return nil
+}
+
+// checkMediaInputs checks what needs SRC's listing, before DST is
+// created: video flags with no video among the inputs are a usage error,
+// and video or audio inputs need ffmpeg.
+func checkMediaInputs(cmd *cobra.Command, src string, l *convert.Listing) error {
+	var video, media bool
+	for _, e := range l.Entries {
+		video = video || hasExt(e.Key, videoExts)
+		media = media || video || hasExt(e.Key, audioExts)
+	}
+	for _, name := range []string{"fps", "every", "clip", "max-frames"} {
+		if !video && cmd.Flags().Changed(name) {
+			return usagef("--%s applies to video inputs (%s), and %s holds none", name, strings.Join(videoExts, " "), src)
+		}
+	}
+	if media {
+		return ffmpeg.Check()
 	}
 	return nil
 }
@@ -291,6 +312,9 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 	}
 	format, err := pickFormat(f.format, listing)
 	if err != nil {
+		return err
+	}
+	if err := checkMediaInputs(cmd, src, listing); err != nil {
 		return err
 	}
 	sink, err := opener.OpenSink(ctx, dst)
