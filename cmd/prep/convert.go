@@ -447,6 +447,10 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
+// progressEvery is how often convert logs a progress line when stderr is
+// not a terminal.
+var progressEvery = 5 * time.Second
+
 // newProgress shows a pb bar on a terminal, and a log line every few
 // seconds otherwise. done stops it; it may be called twice.
 func newProgress(w io.Writer) (func(convert.Progress), func()) {
@@ -471,7 +475,7 @@ func newProgress(w io.Writer) (func(convert.Progress), func()) {
 	}
 	last := time.Now()
 	return func(p convert.Progress) {
-		if time.Since(last) < 5*time.Second {
+		if time.Since(last) < progressEvery {
 			return
 		}
 		last = time.Now()

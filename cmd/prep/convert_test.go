@@ -482,3 +482,32 @@ func TestRoundTripRecipe(t *testing.T) {
 		t.Fatalf("shards hold %d samples, want %d", n, len(want))
 	}
 }
+
+// TestProgressLog: off a terminal, convert logs one line per interval;
+// the interval is shortened, not waited for.
+func TestProgressLog(t *testing.T) {
+	defer func(d time.Duration) { progressEvery = d }(progressEvery)
+	var buf bytes.Buffer
+	progressEvery = time.Hour
+	progress, done := newProgress(&buf)
+	progress(convert.Progress{Items: 1, TotalItems: 10, Samples: 1, Bytes: 1e6})
+	done()
+	if buf.Len() != 0 {
+		t.Fatalf("logged before the interval passed: %q", buf.String())
+	}
+	progressEvery = 0
+	progress, done = newProgress(&buf)
+	progress(convert.Progress{Items: 3, TotalItems: 10, Samples: 6, Bytes: 3e6, Skipped: 1})
+	progress(convert.Progress{Items: 10, TotalItems: 10, Samples: 19, Bytes: 9e6, Skipped: 1})
+	done()
+	done() // may be called twice
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines, got %q", buf.String())
+	}
+	for i, want := range []string{"prep: 3/10 items, 6 samples, ", "prep: 10/10 items, 19 samples, "} {
+		if !strings.HasPrefix(lines[i], want) || !strings.Contains(lines[i], " MB/s, ") || !strings.HasSuffix(lines[i], ", 1 skipped") {
+			t.Errorf("line %d = %q, want %q... MB/s, 1 skipped", i, lines[i], want)
+		}
+	}
+}
