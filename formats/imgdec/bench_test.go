@@ -55,6 +55,7 @@ var decodeModes = []struct {
 	{"turbo-scaled224", Options{Decoder: DecoderTurbo, MinSide: 224}, false},
 	{"turbo-scaled224/pooled", Options{Decoder: DecoderTurbo, MinSide: 224}, true},
 	{"turbo-scaled224-gap1/pooled", Options{Decoder: DecoderTurbo, MinSide: 224, ReducingGap: 1}, true},
+	{"turbo-scaled224-gap2/pooled", Options{Decoder: DecoderTurbo, MinSide: 224, ReducingGap: 2}, true},
 }
 
 // BenchmarkDecode is decode only, over the JPEG photos in testdata/images.
@@ -158,6 +159,7 @@ func BenchmarkRatio(b *testing.B) {
 		{"turbo", Options{Decoder: DecoderTurbo}},
 		{"turbo224", Options{Decoder: DecoderTurbo, MinSide: 224}},
 		{"turbo224gap1", Options{Decoder: DecoderTurbo, MinSide: 224, ReducingGap: 1}},
+		{"turbo224gap2", Options{Decoder: DecoderTurbo, MinSide: 224, ReducingGap: 2}},
 	}
 	pix := 0
 	for _, p := range ps {
