@@ -115,27 +115,34 @@ const turboBuiltIn = true
 var errTurboUnsupported = errors.New("libjpeg-turbo cannot convert this colour space to RGB")
 
 // scaleFor picks the DCT scale M/8 for a w×h JPEG that is to be resized to
-// a shorter side of minSide: the smallest M (fastest decode, least to
+// a shorter side of minSide: the smallest M (least to decode and to
 // resample) whose shorter side ⌈short·M/8⌉ is at least gap × minSide. With
-// gap ≤ 0 the rule is the default one: gap 1 for M ≥ 4, and 1.5 for M < 4.
-// It returns 8 (full size) when minSide is 0 or nothing smaller fits.
+// gap ≤ 0 the rule is the default one: gap 1 for M ≥ 4, and 1.5 for M < 4;
+// M = 7 is never used. It returns 8 (full size) when minSide is 0 or
+// nothing smaller fits.
 //
-// Why: at M/8 libjpeg-turbo keeps the M lowest of each 8×8 block's 8
-// frequencies per axis, a good lowpass while M ≥ 4, so the resize after it
-// needs no margin: on the test photos a scaled decode landing right on the
-// target size stays within 40.4–55 dB PSNR of a full decode and the same
-// resize. With M ≤ 3 the blocks show (M = 1 keeps only their means: a box
-// filter), and landing on the target size gave 37.3–39.6 dB; leaving the
-// resize at least 1.5× to average over brings those to 44+ dB. All of this
-// requires the resize to map the stored image's exact region of the scaled
-// grid (augment.Source): libjpeg rounds scaled sizes up, and stretching
-// that partial pixel over the whole image cost 5–15 dB at M = 3, 5, 6, 7.
+// Why, measured on the test photos (TestScaledMatchesFull, BenchmarkRatio):
+//   - at M/8 libjpeg-turbo keeps the M lowest of each 8×8 block's 8
+//     frequencies per axis, a good lowpass while M ≥ 4, so the resize after
+//     it needs no margin: a scaled decode landing right on the target size
+//     stays within 40.4–55 dB PSNR of a full decode and the same resize.
+//   - with M ≤ 3 the blocks show (M = 1 keeps only their means: a box
+//     filter): landing on the target gave 37.3–39.6 dB; leaving the resize
+//     1.5× to average over brings those cases to 44+ dB.
+//   - all of this requires the resize to map the stored image's exact
+//     region of the scaled grid (Info.Region, augment.Source): libjpeg
+//     rounds scaled sizes up, and stretching that partial pixel over the
+//     image cost 5–15 dB at M = 3, 5, 6, 7.
+//   - speed: libjpeg-turbo has SIMD inverse DCTs for 8/8, 4/8, 2/8 and 1/8
+//     only; 3/8, 5/8 and 6/8 decode slower than 4/8 (up to 1.6× full size)
+//     yet win on the resize after them, but decode + resize at 7/8 was
+//     slower than at 8/8 on 5 of the 6 photos (equal on the sixth).
 func scaleFor(w, h, minSide int, gap float64) int {
 	if minSide <= 0 {
 		return 8
 	}
 	short := min(w, h)
-	for m := 1; m < 8; m++ {
+	for m := 1; m < 7; m++ {
 		g := gap
 		switch {
 		case g > 0:
