@@ -2,7 +2,7 @@
 // (EXIF orientation applied), refusing oversized headers before decoding.
 //
 // JPEGs go through libjpeg-turbo when the package is built with cgo (the default
-// on Linux), which can also shrink them by M/8 (M = 1..7) in the DCT domain; the
+// on Linux), which can also shrink them by M/8 in the DCT domain (scaleFor); the
 // standard library's image/jpeg is the fallback and the reference.
 //
 // Decoded images may be handed back with Release once the caller is done with
