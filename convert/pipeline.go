@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/manifest"
 )
@@ -113,6 +114,14 @@ func fetchLoop(ctx context.Context, in <-chan *job, out chan<- *job) error {
 		}
 		j.in, j.err = fetch(ctx, j.entry)
 		if j.err != nil {
+			// Storage errors that stop the run (a refused permission, retries
+			// or the object's deadline run out) say so through Fatal and
+			// name the object themselves; a missing object is skipped, as
+			// an input list may be older than the bucket.
+			var se *cloudsrc.Error
+			if IsFatal(j.err) && errors.As(j.err, &se) {
+				return se
+			}
 			if IsFatal(j.err) {
 				return fmt.Errorf("%s: %w", j.entry.Src.URI(j.entry.Key), j.err)
 			}
@@ -281,6 +290,11 @@ func (r *run) finish(ctx context.Context, s *shardState) error {
 			return destErr(r.opt.Sink, ShardName(s.index, r.opt.Format.Ext()), err)
 		}
 		sh.ShardInfo = info
+		crc, err := cloudsrc.CRC32C(filepath.Join(r.opt.Sink.Dir(), info.File))
+		if err != nil {
+			return destErr(r.opt.Sink, info.File, err)
+		}
+		sh.CRC32C = fmt.Sprintf("%08x", crc)
 		if err := r.opt.Sink.Publish(ctx, info.File); err != nil {
 			return err
 		}

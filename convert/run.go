@@ -34,7 +34,7 @@ type Options struct {
 	ShardSize     int64 // target bytes per shard
 	ItemsPerShard int   // items per shard; 0 = derived from ShardSize and the first sample
 	Workers       int   // decode+augment workers; 0 = NumCPU
-	IOWorkers     int   // concurrent fetches; 0 = 32
+	IOWorkers     int   // concurrent fetches; 0 = DefaultIOWorkers
 
 	TaskIndex, TaskCount int // this task's part of a distributed run
 
@@ -44,6 +44,10 @@ type Options struct {
 
 	Progress func(Progress) // called from the sink after every input
 }
+
+// DefaultIOWorkers is how many fetches run at once unless Options say
+// otherwise: remote storage needs many requests in flight to hide latency.
+const DefaultIOWorkers = 64
 
 // Progress is a snapshot of a running conversion.
 type Progress struct {
@@ -110,7 +114,7 @@ func (o *Options) defaults() error {
 		o.Workers = runtime.NumCPU()
 	}
 	if o.IOWorkers <= 0 {
-		o.IOWorkers = 32
+		o.IOWorkers = DefaultIOWorkers
 	}
 	if o.ShardSize <= 0 {
 		o.ShardSize = 256 << 20
@@ -409,23 +413,20 @@ func (r *run) resume(ctx context.Context, prior *manifest.Manifest) error {
 	if diff := sameRun(prior, want); diff != "" {
 		return fmt.Errorf("--resume: the earlier run in %s differs (%s): rerun with its settings, or use --overwrite", r.opt.Sink.URI(), diff)
 	}
-	names, err := r.opt.Sink.List(ctx)
+	present, err := r.destFiles(ctx)
 	if err != nil {
 		return err
-	}
-	present := map[string]bool{}
-	for _, n := range names {
-		present[n] = true
 	}
 	for _, s := range prior.Shards {
 		if s.Index < r.first || s.Index >= r.end {
 			continue
 		}
 		if s.File != "" {
-			if !present[s.File] {
+			f, ok := present[s.File]
+			if !ok {
 				continue
 			}
-			if ok, err := r.verify(s); err != nil || !ok {
+			if ok, err := r.verify(s, f); err != nil || !ok {
 				continue
 			}
 		}
@@ -436,9 +437,34 @@ func (r *run) resume(ctx context.Context, prior *manifest.Manifest) error {
 	return nil
 }
 
-// verify checks a kept local shard against its recorded checksum. A
-// remote shard was checked (CRC32C) when it was uploaded.
-func (r *run) verify(s manifest.Shard) (bool, error) {
+// destFiles lists the destination by name; a remote sink also gives each
+// file's size and CRC32C.
+func (r *run) destFiles(ctx context.Context) (map[string]*cloudsrc.FileInfo, error) {
+	present := map[string]*cloudsrc.FileInfo{}
+	if fl, ok := r.opt.Sink.(interface {
+		Files(context.Context) ([]cloudsrc.FileInfo, error)
+	}); ok {
+		files, err := fl.Files(ctx)
+		for i := range files {
+			present[files[i].Name] = &files[i]
+		}
+		return present, err
+	}
+	names, err := r.opt.Sink.List(ctx)
+	for _, n := range names {
+		present[n] = nil
+	}
+	return present, err
+}
+
+// verify checks a kept shard against the manifest: a local one by its
+// sha256, a remote one (f, as listed) by the size and CRC32C that Cloud
+// Storage keeps, without downloading it. A remote shard whose manifest
+// records no CRC32C (an older prep) cannot be checked and is redone.
+func (r *run) verify(s manifest.Shard, f *cloudsrc.FileInfo) (bool, error) {
+	if f != nil {
+		return s.CRC32C != "" && s.CRC32C == fmt.Sprintf("%08x", f.CRC32C) && f.Size == s.Bytes, nil
+	}
 	path := filepath.Join(r.opt.Sink.Dir(), s.File)
 	if _, err := os.Stat(path); err != nil {
 		return true, nil

@@ -55,6 +55,8 @@ type convertFlags struct {
 	decoder       string
 	splitAxis     int
 	ioTimeout     time.Duration
+	objectTimeout time.Duration
+	ioAttempts    int
 	video         convert.VideoOptions
 	audio         convert.AudioOptions
 }
@@ -91,11 +93,11 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.StringVar(&f.shardSize, "shard-size", "256MiB", "target shard size (B, KB, MB, GB, KiB, MiB, GiB)")
 	fl.IntVar(&f.itemsPerShard, "items-per-shard", 0, "inputs × copies per shard; 0 derives it from --shard-size")
 	fl.IntVar(&f.workers, "workers", 0, "decode+augment workers (default: number of CPUs)")
-	fl.IntVar(&f.ioWorkers, "io-workers", 64, "concurrent reads from the source")
+	fl.IntVar(&f.ioWorkers, "io-workers", convert.DefaultIOWorkers, "concurrent reads from the source")
 	fl.Uint64Var(&f.seed, "seed", 0, "random seed: the same inputs, recipe and seed give byte-identical shards")
 	fl.IntVar(&f.copies, "copies", 1, "independently augmented copies of each input")
 	fl.IntVar(&f.taskIndex, "task-index", -1, "this task's index in a distributed run (default from CLOUD_RUN_TASK_INDEX, BATCH_TASK_INDEX or JOB_COMPLETION_INDEX)")
-	fl.IntVar(&f.taskCount, "task-count", 0, "number of tasks in a distributed run (default from CLOUD_RUN_TASK_COUNT or BATCH_TASK_COUNT, else 1)")
+	fl.IntVar(&f.taskCount, "task-count", 0, "number of tasks in a distributed run (default from CLOUD_RUN_TASK_COUNT or BATCH_TASK_COUNT, else 1; required with JOB_COMPLETION_INDEX)")
 	fl.BoolVar(&f.resume, "resume", false, "keep finished shards of an earlier run into DST and redo the rest")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "replace an earlier run in DST, or write beside other files")
 	fl.BoolVar(&f.strict, "strict", false, "fail on the first bad input instead of skipping it")
@@ -103,6 +105,8 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.Int64Var(&f.maxPixels, "max-pixels", 100_000_000, "refuse images whose header declares more pixels")
 	fl.StringVar(&f.decoder, "decoder", "auto", "JPEG decoder: auto, turbo (libjpeg-turbo, DCT scaling) or go (image/jpeg)")
 	fl.DurationVar(&f.ioTimeout, "io-timeout", 60*time.Second, "gs://: retry a storage request that makes no progress for this long")
+	fl.DurationVar(&f.objectTimeout, "object-timeout", 5*time.Minute, "gs://: stop the run when one object is not read within this long, retries included")
+	fl.IntVar(&f.ioAttempts, "io-attempts", 8, "gs://: tries of one request that fails with 429, 5xx, a connection error or a stall before the run stops")
 	fl.Float64Var(&f.video.FPS, "fps", 0, "video: resample to this frame rate first (0 keeps every decoded frame)")
 	fl.IntVar(&f.video.Every, "every", 1, "video: keep every Nth frame")
 	fl.IntVar(&f.video.Clip, "clip", 1, "video: T consecutive frames form one (T,H,W,3) sample; 1 makes every frame a sample")
@@ -137,6 +141,14 @@ func checkMediaFlags(f *convertFlags) error {
 	return nil
 }
 
+// taskEngines are the batch engines' task variables, in the order they are
+// looked at. A Kubernetes Indexed Job gives no count.
+var taskEngines = []struct{ index, count string }{
+	{"CLOUD_RUN_TASK_INDEX", "CLOUD_RUN_TASK_COUNT"},
+	{"BATCH_TASK_INDEX", "BATCH_TASK_COUNT"},
+	{"JOB_COMPLETION_INDEX", ""},
+}
+
 // checkMediaInputs checks what needs SRC's listing, before DST is
 // created: video flags with no video among the inputs are a usage error,
 // and video or audio inputs need ffmpeg.
@@ -158,42 +170,61 @@ func checkMediaInputs(cmd *cobra.Command, src string, l *convert.Listing) error 
 }
 
 // taskFromEnv fills --task-index/--task-count from the batch engines'
-// variables when the flags are not given.
+// variables when the flags are not given (index < 0, count <= 0): a flag
+// always wins over a variable. An index without a count (a Kubernetes
+// Indexed Job), or variables of two engines that disagree, are usage
+// errors: either would silently make every task convert everything.
 func taskFromEnv(index, count int) (int, int, error) {
-	envInt := func(names ...string) (int, bool, error) {
-		for _, n := range names {
-			if v := os.Getenv(n); v != "" {
-				i, err := strconv.Atoi(v)
-				if err != nil {
-					return 0, false, usagef("%s=%q is not a number", n, v)
-				}
-				return i, true, nil
-			}
+	envInt := func(name string) (int, bool, error) {
+		v := os.Getenv(name)
+		if name == "" || v == "" {
+			return 0, false, nil
 		}
-		return 0, false, nil
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 0 {
+			return 0, false, usagef("%s=%q is not a task number", name, v)
+		}
+		return i, true, nil
 	}
-	if index < 0 {
-		i, ok, err := envInt("CLOUD_RUN_TASK_INDEX", "BATCH_TASK_INDEX", "JOB_COMPLETION_INDEX")
+	var from string // the engine whose variables are set
+	engines := taskEngines
+	if index >= 0 && count > 0 {
+		engines = nil // both flags given: the variables do not matter
+	}
+	for _, e := range engines {
+		i, ok, err := envInt(e.index)
 		if err != nil {
 			return 0, 0, err
 		}
-		index = 0
-		if ok {
+		c, cok, err := envInt(e.count)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !ok && !cok {
+			continue
+		}
+		if from != "" {
+			return 0, 0, usagef("both %s and %s are set: pass --task-index and --task-count to say which task this is", from, e.index)
+		}
+		from = e.index
+		if index < 0 && ok {
 			index = i
 		}
-	}
-	if count <= 0 {
-		c, ok, err := envInt("CLOUD_RUN_TASK_COUNT", "BATCH_TASK_COUNT")
-		if err != nil {
-			return 0, 0, err
-		}
-		count = 1
-		if ok {
+		if count <= 0 && cok {
 			count = c
 		}
 	}
+	if from != "" && count <= 0 {
+		return 0, 0, usagef("%s is set but no task count is: set --task-count (the number of tasks, e.g. the Job's completions)", from)
+	}
+	if index < 0 {
+		index = 0
+	}
+	if count <= 0 {
+		count = 1
+	}
 	if index >= count {
-		return 0, 0, usagef("task index %d is not below the task count %d: set --task-count (a Kubernetes Indexed Job gives only JOB_COMPLETION_INDEX)", index, count)
+		return 0, 0, usagef("task index %d is not below the task count %d: check --task-index and --task-count", index, count)
 	}
 	return index, count, nil
 }
@@ -253,6 +284,9 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	if f.workers < 0 || f.ioWorkers < 1 {
 		return c, usagef("--workers must be >= 0 and --io-workers >= 1")
 	}
+	if f.ioTimeout < 0 || f.objectTimeout < 0 || f.ioAttempts < 0 {
+		return c, usagef("--io-timeout, --object-timeout and --io-attempts must not be negative (0: the default)")
+	}
 	if c.taskIndex, c.taskCount, err = taskFromEnv(f.taskIndex, f.taskCount); err != nil {
 		return c, err
 	}
@@ -301,7 +335,7 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 		return nil
 	}
 
-	opener := &cloudsrc.Opener{Timeout: f.ioTimeout}
+	opener := &cloudsrc.Opener{Timeout: f.ioTimeout, ObjectTimeout: f.objectTimeout, Attempts: f.ioAttempts}
 	listing, err := listInputs(ctx, opener, src, func(k string) bool { return handler(k) != nil })
 	if err != nil {
 		return err

@@ -201,7 +201,7 @@ func TestDeployRejects(t *testing.T) {
 			[]string{"Job prep-convert", "parallelism 8 is more than completions 6", "task 0 of 8 (--task-count), but the Job has completions 6"}},
 		{"no --task-count on k8s", "deploy/k8s-indexed-job.yaml",
 			[]edit{{`--task-count, "8", `, ``}},
-			[]string{"Job prep-convert container prep index 1", "set --task-count"}},
+			[]string{"Job prep-convert container prep index 0", "set --task-count"}},
 		{"undefined k8s variable", "deploy/k8s-indexed-job.yaml",
 			[]edit{{`--seed, "7"`, `--seed, $(SEED)`}},
 			[]string{"Job prep-convert container prep", "$(SEED)"}},

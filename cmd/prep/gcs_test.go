@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -226,4 +231,259 @@ func TestBenchReadGCS(t *testing.T) {
 	if left, _ := os.ReadDir(staging); len(left) != 0 {
 		t.Errorf("staging folder not cleaned up: %v", left)
 	}
+}
+
+func TestTaskFromEnv(t *testing.T) {
+	tests := []struct {
+		name         string
+		env          map[string]string
+		index, count int // the flags; -1 and 0 when not given
+		wantIndex    int
+		wantCount    int
+		wantErr      string // "" when it must succeed
+	}{
+		{"nothing", nil, -1, 0, 0, 1, ""},
+		{"Cloud Run", map[string]string{"CLOUD_RUN_TASK_INDEX": "2", "CLOUD_RUN_TASK_COUNT": "5"}, -1, 0, 2, 5, ""},
+		{"Cloud Batch", map[string]string{"BATCH_TASK_INDEX": "0", "BATCH_TASK_COUNT": "3"}, -1, 0, 0, 3, ""},
+		{"Indexed Job with --task-count", map[string]string{"JOB_COMPLETION_INDEX": "7"}, -1, 8, 7, 8, ""},
+		{"Indexed Job without --task-count", map[string]string{"JOB_COMPLETION_INDEX": "0"}, -1, 0, 0, 0, "JOB_COMPLETION_INDEX is set but no task count is: set --task-count"},
+		{"flags win", map[string]string{"BATCH_TASK_INDEX": "1", "BATCH_TASK_COUNT": "3"}, 4, 6, 4, 6, ""},
+		{"--task-index over the variable", map[string]string{"BATCH_TASK_INDEX": "1", "BATCH_TASK_COUNT": "3"}, 2, 0, 2, 3, ""},
+		{"--task-count over the variable", map[string]string{"CLOUD_RUN_TASK_INDEX": "1", "CLOUD_RUN_TASK_COUNT": "3"}, -1, 2, 1, 2, ""},
+		{"flags alone", nil, 1, 2, 1, 2, ""},
+		{"index past count", nil, 2, 2, 0, 0, "task index 2 is not below the task count 2"},
+		{"two engines", map[string]string{"BATCH_TASK_INDEX": "1", "BATCH_TASK_COUNT": "3", "JOB_COMPLETION_INDEX": "2"}, -1, 0, 0, 0, "both BATCH_TASK_INDEX and JOB_COMPLETION_INDEX are set"},
+		{"two engines, both flags", map[string]string{"BATCH_TASK_INDEX": "1", "JOB_COMPLETION_INDEX": "2"}, 0, 4, 0, 4, ""},
+		{"not a number", map[string]string{"CLOUD_RUN_TASK_INDEX": "x"}, -1, 0, 0, 0, `CLOUD_RUN_TASK_INDEX="x" is not a task number`},
+		{"negative", map[string]string{"BATCH_TASK_COUNT": "-3"}, -1, 0, 0, 0, `BATCH_TASK_COUNT="-3" is not a task number`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, v := range taskVars {
+				t.Setenv(v, tt.env[v])
+			}
+			i, c, err := taskFromEnv(tt.index, tt.count)
+			if tt.wantErr != "" {
+				var ue usageError
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
+					t.Fatalf("got %d/%d, %v; want the usage error %q", i, c, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || i != tt.wantIndex || c != tt.wantCount {
+				t.Fatalf("got %d/%d, %v; want %d/%d", i, c, err, tt.wantIndex, tt.wantCount)
+			}
+		})
+	}
+	// The CLI: exit 2, one line naming the flag.
+	t.Setenv("JOB_COMPLETION_INDEX", "0")
+	_, stderr, code := prepRun(t, "convert", "../../testdata/images", t.TempDir())
+	if code != exitUsage || !strings.Contains(stderr, "--task-count") {
+		t.Fatalf("JOB_COMPLETION_INDEX=0 alone: exit %d, %q; want exit %d naming --task-count", code, stderr, exitUsage)
+	}
+}
+
+// oneLine fails the test when a run's error is not one line naming all of
+// want.
+func oneLine(t *testing.T, stderr string, code int, want ...string) {
+	t.Helper()
+	if code != exitFailure {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitFailure, stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr %q does not name %q", stderr, w)
+		}
+	}
+	if strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+		t.Errorf("more than one line:\n%s", stderr)
+	}
+}
+
+// listOf writes an input list of the photos' gs:// URIs (CSV, or JSONL
+// when the name says so) into bucket raw, plus the extra rows.
+func listOf(photos []gcstest.Object, name string, extra ...string) gcstest.Object {
+	var b strings.Builder
+	if strings.HasSuffix(name, ".csv") {
+		b.WriteString("uri,label\n")
+	}
+	for _, o := range photos {
+		uri, label := "gs://raw/"+o.Name, strings.Split(o.Name, "/")[1]
+		if strings.HasSuffix(name, ".jsonl") {
+			fmt.Fprintf(&b, "{\"uri\": %q, \"label\": %q}\n", uri, label)
+		} else {
+			fmt.Fprintf(&b, "%s,%s\n", uri, label)
+		}
+	}
+	for _, e := range extra {
+		b.WriteString(e + "\n")
+	}
+	return gcstest.Object{Bucket: "raw", Name: name, Data: []byte(b.String())}
+}
+
+// TestConvertGCSInputList converts CSV and JSONL lists of gs:// URIs and
+// compares them with a local run over a local list of the same files
+// under the same names: the shards and manifests must be byte-identical.
+// A stale list naming a missing object skips it, listed with its reason.
+func TestConvertGCSInputList(t *testing.T) {
+	photos := seedPhotos(t)
+	local := t.TempDir()
+	var csv strings.Builder
+	csv.WriteString("path,label\n")
+	for _, o := range photos {
+		p := filepath.Join(local, filepath.FromSlash(o.Name))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, o.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&csv, "%s,%s\n", o.Name, strings.Split(o.Name, "/")[1])
+	}
+	os.WriteFile(filepath.Join(local, "list.csv"), []byte(csv.String()), 0o644)
+	objs := append(photos, listOf(photos, "list.csv"), listOf(photos, "list.jsonl"),
+		listOf(photos[:2], "stale.csv", "gs://raw/photos/gone.jpg,space"))
+	srv := gcstest.NewServer(t, objs...)
+	srv.CreateBucket("out")
+	direct, err := storage.NewClient(context.Background(), storage.WithJSONReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	flags := []string{"--recipe", demoRecipe, "--seed", "5", "--items-per-shard", "3"}
+
+	out := t.TempDir()
+	if _, stderr, code := prepRun(t, append([]string{"convert", filepath.Join(local, "list.csv"), out}, flags...)...); code != 0 {
+		t.Fatalf("local list: exit %d: %s", code, stderr)
+	}
+	want := readDir(t, out)
+	for _, list := range []string{"list.csv", "list.jsonl"} {
+		dst := "gs://out/" + list
+		if _, stderr, code := prepRun(t, append([]string{"convert", "gs://raw/" + list, dst}, flags...)...); code != 0 {
+			t.Fatalf("%s: exit %d: %s", list, code, stderr)
+		}
+		sameSet(t, dst, bucketFiles(t, direct, "out", list), want)
+	}
+
+	stdout, stderr, code := prepRun(t, append([]string{"convert", "gs://raw/stale.csv", "gs://out/stale"}, flags...)...)
+	if code != 0 || !strings.Contains(stdout, "skipped 1 inputs") || !strings.Contains(stdout, "photos/gone.jpg: gs://raw/photos/gone.jpg: object does not exist") {
+		t.Errorf("stale list: exit %d, want the missing object skipped and named:\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestConvertGCSFatal checks that the failures which would leave inputs
+// out stop the run with one line naming the object and the fix.
+func TestConvertGCSFatal(t *testing.T) {
+	photos := seedPhotos(t)
+	secret := gcstest.Object{Bucket: "secret", Name: "x.jpg", Data: photos[0].Data}
+	objs := append(photos, secret, listOf(photos, "mixed.csv", "gs://secret/x.jpg,space"))
+	srv := gcstest.NewServer(t, objs...)
+	srv.CreateBucket("out")
+	p := &gcstest.Proxy{}
+	srv.Use(t, p)
+
+	// An input in a bucket the account may not read.
+	p.Forbid = "/b/secret/"
+	_, stderr, code := prepRun(t, "convert", "gs://raw/mixed.csv", t.TempDir(), "--items-per-shard", "4")
+	oneLine(t, stderr, code, "gs://secret/x.jpg: permission denied (403)", "roles/storage.objectViewer on bucket secret")
+
+	// An object that answers 503 to every request: tried --io-attempts
+	// times, then the run stops.
+	p.Forbid, p.Unavailable = "", "astronaut.jpg"
+	before := p.Refused()
+	_, stderr, code = prepRun(t, "convert", "gs://raw/photos", t.TempDir(), "--io-attempts", "3")
+	oneLine(t, stderr, code, "gs://raw/photos/space/astronaut.jpg: 503 Service Unavailable (gave up after 3 attempts")
+	if n := p.Refused() - before; n != 3 {
+		t.Errorf("the failing object was requested %d times, want 3 (--io-attempts)", n)
+	}
+
+	// The destination refuses uploads, or listing.
+	p.Unavailable = ""
+	for _, forbid := range []string{"/upload/storage/v1/b/out/", "/b/out/"} {
+		p.Forbid = forbid
+		_, stderr, code = prepRun(t, "convert", "gs://raw/photos", "gs://out/x")
+		oneLine(t, stderr, code, "gs://out/x", "permission denied (403): the destination needs roles/storage.objectAdmin")
+	}
+	p.Forbid, p.Unauthorized = "", "/b/out/"
+	_, stderr, code = prepRun(t, "convert", "gs://raw/photos", "gs://out/x")
+	oneLine(t, stderr, code, "gs://out/x: not authenticated (401)", "gcloud auth application-default login")
+}
+
+// TestConvertGCSObjectTimeout stalls every download for longer than
+// --object-timeout: the run stops naming the object and the flag.
+func TestConvertGCSObjectTimeout(t *testing.T) {
+	srv := gcstest.NewServer(t, seedPhotos(t)...)
+	// Request 1 lists the photos; request 2, the first download, stalls
+	// half-way for longer than the object may take.
+	srv.Use(t, &gcstest.Proxy{StallEvery: 2, Stall: time.Minute})
+	_, stderr, code := prepRun(t, "convert", "gs://raw/photos", t.TempDir(), "--object-timeout", "500ms")
+	oneLine(t, stderr, code, "gs://raw/photos/", "not read within 500ms (--object-timeout)")
+}
+
+// TestConvertGCSUploadsAndResume checks that manifest.json is created
+// after every shard; that a run interrupted right after its first shard
+// upload, then resumed, equals a clean run; and that --resume redoes a
+// remote shard whose bytes changed but whose size did not, by its CRC32C.
+func TestConvertGCSUploadsAndResume(t *testing.T) {
+	srv := gcstest.NewServer(t, seedPhotos(t)...)
+	srv.CreateBucket("out")
+	direct, err := storage.NewClient(context.Background(), storage.WithJSONReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	flags := []string{"--recipe", demoRecipe, "--seed", "9", "--copies", "2", "--items-per-shard", "5", "--workers", "1"}
+	if _, stderr, code := prepRun(t, append([]string{"convert", "gs://raw/photos", "gs://out/clean"}, flags...)...); code != 0 {
+		t.Fatalf("clean run: exit %d: %s", code, stderr)
+	}
+	want := bucketFiles(t, direct, "out", "clean")
+	m, err := srv.GetObject("out", "clean/manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range want {
+		o, _ := srv.GetObject("out", "clean/"+name)
+		if strings.HasPrefix(name, "shard-") && o.Generation >= m.Generation {
+			t.Errorf("%s was created after (or with) manifest.json", name)
+		}
+	}
+
+	// Interrupt the run while the server answers its first shard upload.
+	p := &gcstest.Proxy{}
+	srv.Use(t, p)
+	cmd := exec.Command(prepBinary(t), append([]string{"convert", "gs://raw/photos", "gs://out/cut"}, flags...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	var once sync.Once
+	p.OnResponse = func(*http.Response) {
+		if _, err := srv.GetObject("out", "cut/shard-000000.h5"); err == nil {
+			once.Do(func() { cmd.Process.Signal(os.Interrupt) })
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("interrupted run: exit %d, want %d: %s", code, exitInterrupted, stderr.String())
+	}
+	if _, err := srv.GetObject("out", "cut/manifest.json"); err == nil {
+		t.Fatal("an interrupted run left manifest.json")
+	}
+	if _, stderr, code := prepRun(t, append([]string{"convert", "gs://raw/photos", "gs://out/cut", "--resume"}, flags...)...); code != 0 {
+		t.Fatalf("resume: exit %d: %s", code, stderr)
+	}
+	sameSet(t, "resumed gs://out/cut", bucketFiles(t, direct, "out", "cut"), want)
+
+	// Same size, other bytes: --resume must not keep it.
+	bad := bytes.Clone(want["shard-000001.h5"])
+	bad[len(bad)/2] ^= 0xff
+	w := direct.Bucket("out").Object("clean/shard-000001.h5").NewWriter(context.Background())
+	w.Write(bad)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderrS, code := prepRun(t, append([]string{"convert", "gs://raw/photos", "gs://out/clean", "--resume"}, flags...)...)
+	if code != 0 || !strings.Contains(stdout, "1 new shards (3 kept)") {
+		t.Fatalf("resume over a changed shard: exit %d: %s %s", code, stdout, stderrS)
+	}
+	sameSet(t, "resumed gs://out/clean", bucketFiles(t, direct, "out", "clean"), want)
 }
