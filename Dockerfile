@@ -10,6 +10,8 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends libhdf5-dev libjpeg62-turbo-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# The resampler's AVX-512 loops (augment/resample_simd.go) need Go's simd experiment.
+ENV GOEXPERIMENT=simd
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .

@@ -2,6 +2,9 @@
 # machine: `make deps` installs what is missing first.
 SHELL := /bin/bash
 GO ?= go
+# The resampler's AVX-512 loops (augment/resample_simd.go) use Go's experimental
+# simd/archsimd package; without it build, test, bench and demo run the scalar loops.
+export GOEXPERIMENT=simd
 BIN := bin/prep
 APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
             libjpeg62-turbo-dev python3-h5py python3-pil python3-numpy ca-certificates

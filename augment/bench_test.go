@@ -1,6 +1,7 @@
 package augment
 
 import (
+	"image"
 	"testing"
 
 	"github.com/disintegration/imaging"
@@ -51,15 +52,34 @@ func benchRecipe(b *testing.B, recipe string) {
 }
 
 // BenchmarkResize compares, for the resize=256 step of
-// BenchmarkResizeCrop, our fixed-point Catmull-Rom with imaging.Resize's
-// Catmull-Rom and Lanczos.
+// BenchmarkResizeCrop, our fixed-point Catmull-Rom (with its SIMD loops
+// where the build and CPU have them, and scalar) with imaging.Resize's
+// Catmull-Rom and Lanczos; the window cases are the resize=256,crop=224
+// of convert on a typical DCT-scaled decode, with warm buffers.
 func BenchmarkResize(b *testing.B) {
 	img := noiseImage(1024, 768, 1)
+	scaled := noiseImage(512, 384, 2)
+	var buf Buffers
+	window := func(simd bool) func() {
+		return func() {
+			defer func(u bool) { useSIMD = u }(useSIMD)
+			useSIMD = simd && haveSIMD
+			buf.reset()
+			resampleWindow(scaled, 341, 256, image.Rect(58, 16, 282, 240), Source{}, &buf)
+		}
+	}
 	for _, f := range []struct {
 		name   string
 		resize func()
 	}{
 		{"fixed-point", func() { resample(img, 341, 256, nil) }},
+		{"fixed-point-scalar", func() {
+			defer func(u bool) { useSIMD = u }(useSIMD)
+			useSIMD = false
+			resample(img, 341, 256, nil)
+		}},
+		{"window-512x384", window(true)},
+		{"window-512x384-scalar", window(false)},
 		{"imaging-CatmullRom", func() { imaging.Resize(img, 341, 256, imaging.CatmullRom) }},
 		{"imaging-Lanczos", func() { imaging.Resize(img, 341, 256, imaging.Lanczos) }},
 	} {

@@ -56,3 +56,55 @@ func TestResampleTransparent(t *testing.T) {
 		t.Error("a transparent image was not resized by imaging.Resize")
 	}
 }
+
+// TestResampleSIMD checks that the SIMD loops (resample_simd.go) give
+// the bytes of the scalar ones, on random images, sub-images and windows,
+// shrinking and enlarging by several factors.
+func TestResampleSIMD(t *testing.T) {
+	if !haveSIMD {
+		t.Skip("no SIMD loops on this build or CPU")
+	}
+	defer func() { useSIMD = true }()
+	rng := newRand(9)
+	for i := range 60 {
+		sw, sh := 1+rng.IntN(700), 1+rng.IntN(500)
+		img := noiseImage(sw, sh, uint64(i))
+		if i%3 == 1 && sw > 8 && sh > 8 {
+			img = img.SubImage(image.Rect(3, 5, sw-2, sh-1)).(*image.NRGBA)
+			sw, sh = img.Rect.Dx(), img.Rect.Dy()
+		}
+		scales := []float64{0.05, 0.13, 0.33, 0.5, 0.667, 0.9, 1, 1.3, 2.5}
+		fx, fy := scales[rng.IntN(len(scales))], scales[rng.IntN(len(scales))]
+		w, h := max(1, int(float64(sw)*fx)), max(1, int(float64(sh)*fy))
+		x0, y0 := rng.IntN(w), rng.IntN(h)
+		win := image.Rect(x0, y0, x0+1+rng.IntN(w-x0), y0+1+rng.IntN(h-y0))
+		src := Source{}
+		if i%4 == 3 {
+			src = Source{W: 2 * sw, H: 2 * sh, X0: 0.25, Y0: 0, DX: float64(sw) - 0.5, DY: float64(sh) - 0.3}
+		}
+		useSIMD = true
+		got := resampleWindow(img, w, h, win, src, nil)
+		useSIMD = false
+		want := resampleWindow(img, w, h, win, src, nil)
+		if got.Rect != want.Rect || !bytes.Equal(got.Pix, want.Pix) {
+			t.Errorf("%dx%d to %dx%d, window %v, %+v: SIMD and scalar bytes differ", sw, sh, w, h, win, src)
+		}
+	}
+}
+
+// TestOpaque checks opaque on every alpha position of odd and even widths.
+func TestOpaque(t *testing.T) {
+	for _, w := range []int{1, 2, 7, 8, 9, 17} {
+		img := noiseImage(w, 3, 1)
+		if !opaque(img) {
+			t.Errorf("width %d: an opaque image is not opaque", w)
+		}
+		for i := 3; i < len(img.Pix); i += 4 {
+			img.Pix[i] = 254
+			if opaque(img) {
+				t.Errorf("width %d: alpha 254 at byte %d not seen", w, i)
+			}
+			img.Pix[i] = 255
+		}
+	}
+}

@@ -1,0 +1,89 @@
+//go:build goexperiment.simd && amd64
+
+package augment
+
+import "simd/archsimd"
+
+// The resampler's inner loops in AVX-512, through Go's experimental
+// simd/archsimd package (GOEXPERIMENT=simd; the Makefile and Dockerfile
+// set it). They compute the integer sums of the scalar loops in
+// resample.go, 16 int32 lanes at a time: integer sums are exact in any
+// order, so the bytes are the same on every machine, whichever path runs
+// (TestResampleSIMD). Each lane is one byte of an RGBA pixel; the alpha
+// lanes sum 255 times weights that add up to 1<<weightBits, which rounds
+// to the 255 the scalar loops write. Both loops end with VZEROUPPER
+// (ClearAVXUpperBits): the SSE code that runs after them, Go's and
+// libjpeg's, pays for every instruction while the upper halves of the
+// vector registers hold data.
+
+// haveSIMD reports whether the CPU runs the AVX-512 loops.
+var haveSIMD = archsimd.X86.AVX512()
+
+// useSIMD selects the SIMD loops; tests turn it off to compare.
+var useSIMD = haveSIMD
+
+// fixed8x16 is fixed8 on 16 lanes.
+func fixed8x16(acc archsimd.Int32x16) archsimd.Uint8x16 {
+	v := acc.Add(archsimd.BroadcastInt32x16(1 << (weightBits - 1))).ShiftAllRight(weightBits)
+	v = v.Max(archsimd.BroadcastInt32x16(0)).Min(archsimd.BroadcastInt32x16(255))
+	return v.TruncateToInt8().AsUint8x16()
+}
+
+// vRowSIMD computes the vertical pass for one output row, 16 bytes at a
+// time: out[i] = fixed8(Σ ws[k]·pix[off+k·stride+i]), alpha included.
+// It returns how many bytes it did (a multiple of 16); vRowTail does the
+// rest. The sums stay in registers: no accumulator row to clear, load and
+// store for every tap.
+func vRowSIMD(out, pix []byte, off, stride int, ws []int32) int {
+	i := 0
+	for ; i+16 <= len(out); i += 16 {
+		var acc archsimd.Int32x16
+		o := off + i
+		for _, w := range ws {
+			px := archsimd.LoadUint8x16Slice(pix[o:]).ExtendToUint32().AsInt32x16()
+			acc = acc.Add(px.Mul(archsimd.BroadcastInt32x16(w)))
+			o += stride
+		}
+		fixed8x16(acc).StoreSlice(out[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	return i
+}
+
+// hRowSIMD computes the horizontal pass for the destination columns x0
+// to x1 of one row, four columns at a time, into out (which starts at
+// column x0): each column's taps are multiplied four pixels a vector with
+// the wide taps, the vector's four partial pixels are summed, and four
+// columns are rounded and stored together. It returns how many columns
+// it did (a multiple of 4); the scalar loop does the rest.
+func hRowSIMD(out, row []byte, wt wideTaps, x0, x1 int) int {
+	// Locals rather than wt's fields: copies of the struct in the loop
+	// were made with SSE moves, which with the AVX-512 registers' upper
+	// halves in use cost 6 times the whole pass.
+	n, starts, ws := wt.n*4, wt.start[x0:x1], wt.w[x0*wt.n*4:x1*wt.n*4]
+	x := 0
+	for ; x+4 <= len(starts); x += 4 {
+		a := hSum(row[starts[x]*4:][:n], ws[x*n:][:n])
+		b := hSum(row[starts[x+1]*4:][:n], ws[(x+1)*n:][:n])
+		c := hSum(row[starts[x+2]*4:][:n], ws[(x+2)*n:][:n])
+		d := hSum(row[starts[x+3]*4:][:n], ws[(x+3)*n:][:n])
+		ab := a.Select128FromPair(0, 2, b).Add(a.Select128FromPair(1, 3, b))
+		cd := c.Select128FromPair(0, 2, d).Add(c.Select128FromPair(1, 3, d))
+		var v archsimd.Int32x16
+		fixed8x16(v.SetLo(ab).SetHi(cd)).StoreSlice(out[x*4:])
+	}
+	archsimd.ClearAVXUpperBits()
+	return x
+}
+
+// hSum returns the sums of the RGBA pixels in src weighted by ws (four
+// weights a pixel) as two halves of four lanes, each one RGBA pixel's
+// worth of partial sums.
+func hSum(src []byte, ws []int32) archsimd.Int32x8 {
+	var acc archsimd.Int32x16
+	for j := 0; j+16 <= len(src) && j+16 <= len(ws); j += 16 {
+		px := archsimd.LoadUint8x16Slice(src[j:]).ExtendToUint32().AsInt32x16()
+		acc = acc.Add(px.Mul(archsimd.LoadInt32x16Slice(ws[j:])))
+	}
+	return acc.GetLo().Add(acc.GetHi())
+}
