@@ -1,8 +1,10 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -229,5 +231,29 @@ func BenchmarkImages(b *testing.B) {
 			b.ReportMetric(float64(n*b.N)/turboDec.Seconds(), "turbo-decode-img/s")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+// TestRGBTensor checks rgbInto's word-at-a-time copy against the bytes,
+// for widths of 1 and more and for sub-images (here, beside the benchmark
+// that measures it).
+func TestRGBTensor(t *testing.T) {
+	for _, w := range []int{1, 2, 3, 5, 224} {
+		img := image.NewNRGBA(image.Rect(0, 0, w+3, 4))
+		for i := range img.Pix {
+			img.Pix[i] = uint8(i*7 + i/5)
+		}
+		sub := img.SubImage(image.Rect(2, 1, w+2, 4)).(*image.NRGBA)
+		got := RGBTensor(sub)
+		var want []byte
+		for y := 1; y < 4; y++ {
+			for x := 2; x < w+2; x++ {
+				c := img.NRGBAAt(x, y)
+				want = append(want, c.R, c.G, c.B)
+			}
+		}
+		if !bytes.Equal(got.Data, want) || fmt.Sprint(got.Shape) != fmt.Sprint([]int{3, w, 3}) {
+			t.Errorf("width %d: RGB tensor %v %v, want %v", w, got.Shape, got.Data, want)
+		}
 	}
 }
