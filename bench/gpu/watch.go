@@ -43,15 +43,27 @@ func Watch(ctx context.Context, s Sampler, interval, duration time.Duration, fn 
 			return err
 		}
 		fn(smp)
+		// An end that has come wins over a tick that is also ready: select
+		// picks at random among ready cases, which would take one sample
+		// too many.
+		if err := ctx.Err(); err != nil {
+			return watchEnd(err, duration)
+		}
 		select {
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) && duration > 0 {
-				return nil
-			}
-			return ctx.Err()
+			return watchEnd(ctx.Err(), duration)
 		case <-tick.C:
 		}
 	}
+}
+
+// watchEnd is Watch's result when its context ends: nil when the
+// duration ran out, the cancellation otherwise.
+func watchEnd(err error, duration time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) && duration > 0 {
+		return nil
+	}
+	return err
 }
 
 // Stats summarises a series of samples.
