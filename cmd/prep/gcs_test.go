@@ -377,32 +377,31 @@ func TestConvertGCSFatal(t *testing.T) {
 	objs := append(photos, secret, listOf(photos, "mixed.csv", "gs://secret/x.jpg,space"))
 	srv := gcstest.NewServer(t, objs...)
 	srv.CreateBucket("out")
-	p := &gcstest.Proxy{}
-	srv.Use(t, p)
+	// Each case gets a proxy of its own: a run's last requests may still
+	// be in the proxy's handlers when the next case starts.
+	use := func(p *gcstest.Proxy) *gcstest.Proxy { srv.Use(t, p); return p }
 
 	// An input in a bucket the account may not read.
-	p.Forbid = "/b/secret/"
+	use(&gcstest.Proxy{Forbid: "/b/secret/"})
 	_, stderr, code := prepRun(t, "convert", "gs://raw/mixed.csv", t.TempDir(), "--items-per-shard", "4")
 	oneLine(t, stderr, code, "gs://secret/x.jpg: permission denied (403)", "roles/storage.objectViewer on bucket secret")
 
 	// An object that answers 503 to every request: tried --io-attempts
 	// times, then the run stops.
-	p.Forbid, p.Unavailable = "", "astronaut.jpg"
-	before := p.Refused()
+	p := use(&gcstest.Proxy{Unavailable: "astronaut.jpg"})
 	_, stderr, code = prepRun(t, "convert", "gs://raw/photos", t.TempDir(), "--io-attempts", "3")
 	oneLine(t, stderr, code, "gs://raw/photos/space/astronaut.jpg: 503 Service Unavailable (gave up after 3 attempts")
-	if n := p.Refused() - before; n != 3 {
+	if n := p.Refused(); n != 3 {
 		t.Errorf("the failing object was requested %d times, want 3 (--io-attempts)", n)
 	}
 
 	// The destination refuses uploads, or listing.
-	p.Unavailable = ""
 	for _, forbid := range []string{"/upload/storage/v1/b/out/", "/b/out/"} {
-		p.Forbid = forbid
+		use(&gcstest.Proxy{Forbid: forbid})
 		_, stderr, code = prepRun(t, "convert", "gs://raw/photos", "gs://out/x")
 		oneLine(t, stderr, code, "gs://out/x", "permission denied (403): the destination needs roles/storage.objectAdmin")
 	}
-	p.Forbid, p.Unauthorized = "", "/b/out/"
+	use(&gcstest.Proxy{Unauthorized: "/b/out/"})
 	_, stderr, code = prepRun(t, "convert", "gs://raw/photos", "gs://out/x")
 	oneLine(t, stderr, code, "gs://out/x: not authenticated (401)", "gcloud auth application-default login")
 }
@@ -447,20 +446,22 @@ func TestConvertGCSUploadsAndResume(t *testing.T) {
 	}
 
 	// Interrupt the run while the server answers its first shard upload.
-	p := &gcstest.Proxy{}
-	srv.Use(t, p)
 	cmd := exec.Command(prepBinary(t), append([]string{"convert", "gs://raw/photos", "gs://out/cut"}, flags...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	// The proxy's handlers run on the server's goroutines: they get the
+	// process through a channel, which also orders them after Start.
+	started := make(chan *os.Process, 1)
 	var once sync.Once
-	p.OnResponse = func(*http.Response) {
+	srv.Use(t, &gcstest.Proxy{OnResponse: func(*http.Response) {
 		if _, err := srv.GetObject("out", "cut/shard-000000.h5"); err == nil {
-			once.Do(func() { cmd.Process.Signal(os.Interrupt) })
+			once.Do(func() { (<-started).Signal(os.Interrupt) })
 		}
-	}
+	}})
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	started <- cmd.Process
 	cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
 		t.Fatalf("interrupted run: exit %d, want %d: %s", code, exitInterrupted, stderr.String())
