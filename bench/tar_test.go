@@ -171,3 +171,27 @@ func TestReadTarErrors(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkReadTarParse times readTar's own work on a 37 MB shard of 250
+// 224×224×3 PNGs held in memory, the reads left out: what a tar pass costs
+// over a raw one from the page cache (about 3.5 ms for this shard here).
+func BenchmarkReadTarParse(b *testing.B) {
+	dir := b.TempDir()
+	writeTar(b, dir, 1, 250, 224, 224)
+	data, err := os.ReadFile(filepath.Join(dir, "shard-000000.tar"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var t tarState
+	samples := 0
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		// A span with nothing left to read: the source hands out data and
+		// then ends.
+		src := &tarSource{s: &span{}, cur: data}
+		if err := t.read(src, func(string, map[string][]byte) error { samples++; return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(samples), "ns/sample")
+}
