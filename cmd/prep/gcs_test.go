@@ -93,19 +93,27 @@ func sameSet(t *testing.T, what string, got, want map[string][]byte) {
 	}
 }
 
-// TestConvertGCS converts from and to a bucket on fake-gcs-server, through
-// a proxy that fails and stalls requests, resumes from the remote
-// manifest, and checks the objects equal a local run's files.
-func TestConvertGCS(t *testing.T) {
+// photoServer starts fake-gcs-server with the test photos under
+// gs://raw/photos and an empty bucket "out", and returns it with a client
+// straight to it (made before any proxy is put in front), with JSON reads
+// as prep uses.
+func photoServer(t *testing.T) (*gcstest.Server, *storage.Client) {
+	t.Helper()
 	srv := gcstest.NewServer(t, seedPhotos(t)...)
 	srv.CreateBucket("out")
-	// A client straight to the server (made before any proxy is put in
-	// front), with JSON reads as prep uses.
 	direct, err := storage.NewClient(context.Background(), storage.WithJSONReads())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer direct.Close()
+	t.Cleanup(func() { direct.Close() })
+	return srv, direct
+}
+
+// TestConvertGCS converts from and to a bucket on fake-gcs-server, through
+// a proxy that fails and stalls requests, resumes from the remote
+// manifest, and checks the objects equal a local run's files.
+func TestConvertGCS(t *testing.T) {
+	srv, direct := photoServer(t)
 	flags := []string{"--recipe", demoRecipe, "--seed", "9", "--copies", "2", "--items-per-shard", "5"}
 
 	local := t.TempDir()
@@ -422,13 +430,7 @@ func TestConvertGCSObjectTimeout(t *testing.T) {
 // upload, then resumed, equals a clean run; and that --resume redoes a
 // remote shard whose bytes changed but whose size did not, by its CRC32C.
 func TestConvertGCSUploadsAndResume(t *testing.T) {
-	srv := gcstest.NewServer(t, seedPhotos(t)...)
-	srv.CreateBucket("out")
-	direct, err := storage.NewClient(context.Background(), storage.WithJSONReads())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	srv, direct := photoServer(t)
 	flags := []string{"--recipe", demoRecipe, "--seed", "9", "--copies", "2", "--items-per-shard", "5", "--workers", "1"}
 	if _, stderr, code := prepRun(t, append([]string{"convert", "gs://raw/photos", "gs://out/clean"}, flags...)...); code != 0 {
 		t.Fatalf("clean run: exit %d: %s", code, stderr)
