@@ -376,7 +376,7 @@ func (r *run) probe(ctx context.Context) (int, error) {
 			if IsFatal(err) {
 				return 0, err
 			}
-			lastErr = err
+			lastErr = fmt.Errorf("%s: %w", e.Key, err)
 			continue
 		}
 		samples, err := r.opt.Handler(e.Key).Samples(ctx, in, 0, NewRand(r.opt.Seed, e.Key, 0))
@@ -384,7 +384,7 @@ func (r *run) probe(ctx context.Context) (int, error) {
 			if IsFatal(err) {
 				return 0, err
 			}
-			lastErr = err
+			lastErr = fmt.Errorf("%s: %w", e.Key, err)
 			continue
 		}
 		var size int64
@@ -397,7 +397,7 @@ func (r *run) probe(ctx context.Context) (int, error) {
 		return int(max(1, r.opt.ShardSize/size)), nil
 	}
 	if lastErr != nil {
-		return 0, fmt.Errorf("none of the first inputs could be converted; last error: %w", lastErr)
+		return 0, fmt.Errorf("none of the first inputs could be converted (fix or remove them); last error: %w", lastErr)
 	}
 	return 1024, nil
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -150,20 +152,31 @@ var taskEngines = []struct{ index, count string }{
 }
 
 // checkMediaInputs checks what needs SRC's listing, before DST is
-// created: video flags with no video among the inputs are a usage error,
-// and video or audio inputs need ffmpeg.
+// created: video or audio flags with no such inputs are a usage error
+// (a flag silently ignored is a recipe the user did not get), and video or
+// audio inputs need ffmpeg.
 func checkMediaInputs(cmd *cobra.Command, src string, l *convert.Listing) error {
-	var video, media bool
+	var video, audio bool
 	for _, e := range l.Entries {
 		video = video || hasExt(e.Key, videoExts)
-		media = media || video || hasExt(e.Key, audioExts)
+		audio = audio || hasExt(e.Key, audioExts)
 	}
-	for _, name := range []string{"fps", "every", "clip", "max-frames"} {
-		if !video && cmd.Flags().Changed(name) {
-			return usagef("--%s applies to video inputs (%s), and %s holds none", name, strings.Join(videoExts, " "), src)
+	for _, k := range []struct {
+		flags []string
+		has   bool
+		kind  string
+		exts  []string
+	}{
+		{[]string{"fps", "every", "clip", "max-frames"}, video, "video", videoExts},
+		{[]string{"rate", "channels", "duration", "sample-format"}, audio, "audio", audioExts},
+	} {
+		for _, name := range k.flags {
+			if !k.has && cmd.Flags().Changed(name) {
+				return usagef("--%s applies to %s inputs (%s), and %s holds none", name, k.kind, strings.Join(k.exts, " "), src)
+			}
 		}
 	}
-	if media {
+	if video || audio {
 		return ffmpeg.Check()
 	}
 	return nil
@@ -309,7 +322,7 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	return c, checkMediaFlags(f)
 }
 
-func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
+func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error) {
 	ctx := cmd.Context()
 	c, err := f.check()
 	if err != nil {
@@ -351,6 +364,8 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 	if err := checkMediaInputs(cmd, src, listing); err != nil {
 		return err
 	}
+	_, statErr := os.Stat(dst)
+	newDst := !cloudsrc.IsRemote(dst) && errors.Is(statErr, fs.ErrNotExist)
 	sink, err := opener.OpenSink(ctx, dst)
 	if err != nil {
 		return err
@@ -358,6 +373,13 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) error {
 	if c, ok := sink.(io.Closer); ok {
 		defer c.Close()
 	}
+	defer func() {
+		// A run that failed before writing anything leaves no empty
+		// folder behind; os.Remove refuses a folder that holds files.
+		if err != nil && newDst {
+			os.Remove(dst)
+		}
+	}()
 	opts := map[string]string{
 		"max_pixels": strconv.FormatInt(f.maxPixels, 10),
 		"decoder":    f.decoder,

@@ -401,6 +401,8 @@ func TestMediaFlagErrors(t *testing.T) {
 		{"sample format", "../../testdata/audio", []string{"--sample-format", "u8"}, `--sample-format "u8": want s16 or f32`},
 		{"fps without video", "../../testdata/images", []string{"--fps", "2"}, "--fps applies to video inputs"},
 		{"clip without video", "../../testdata/audio", []string{"--clip", "4"}, "--clip applies to video inputs"},
+		{"rate without audio", "../../testdata/images", []string{"--rate", "8000"}, "--rate applies to audio inputs"},
+		{"sample format without audio", "../../testdata/video", []string{"--sample-format", "f32"}, "--sample-format applies to audio inputs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -438,5 +440,30 @@ func TestNoFFmpeg(t *testing.T) {
 	cmd.Env = append(os.Environ(), "PATH="+t.TempDir())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("images without ffmpeg: %v\n%s", err, out)
+	}
+}
+
+// TestFailedRunLeavesNoEmptyDST: a run that fails before writing a shard
+// removes the folder it created, and leaves one the user made alone.
+func TestFailedRunLeavesNoEmptyDST(t *testing.T) {
+	for _, made := range []bool{false, true} {
+		dst := filepath.Join(t.TempDir(), "out")
+		if made {
+			if err := os.Mkdir(dst, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, stderr, code := prepRun(t, "convert", "../../testdata/npy/bad", dst)
+		if code != exitFailure || !strings.Contains(stderr, "none of the first inputs could be converted") ||
+			!strings.Contains(stderr, ".npy: ") {
+			t.Errorf("exit %d, stderr %q: want exit %d naming the failing file", code, stderr, exitFailure)
+		}
+		_, err := os.Stat(dst)
+		if made && err != nil {
+			t.Errorf("the user's empty DST was removed: %v", err)
+		}
+		if !made && !os.IsNotExist(err) {
+			t.Errorf("the DST this run created is still there: %v", err)
+		}
 	}
 }
