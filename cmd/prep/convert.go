@@ -473,8 +473,14 @@ func listInputs(ctx context.Context, o *cloudsrc.Opener, src string, handled fun
 }
 
 func printSummary(w io.Writer, format string, s *convert.Summary) {
-	fmt.Fprintf(w, "converted %d samples (%s) into %d new shards (%d kept) in %.1fs: %.0f samples/s, %.1f MB/s\n",
-		s.Samples, humanBytes(s.Bytes), s.ShardsWritten, s.ShardsKept, s.Seconds, s.SamplesPerSec, s.MBPerSec)
+	if s.ShardsWritten == 0 && s.ShardsKept > 0 {
+		// A resume with nothing left: no speed to report.
+		fmt.Fprintf(w, "nothing to convert: all %d shards (%d samples, %s) were finished and are kept\n",
+			s.ShardsKept, s.Samples, humanBytes(s.Bytes))
+	} else {
+		fmt.Fprintf(w, "converted %d samples (%s) into %d new shards (%d kept) in %.1fs: %.0f samples/s, %.1f MB/s\n",
+			s.Samples, humanBytes(s.Bytes), s.ShardsWritten, s.ShardsKept, s.Seconds, s.SamplesPerSec, s.MBPerSec)
+	}
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(w, "skipped %d inputs (listed in the manifest):\n", len(s.Skipped))
 		for i, k := range s.Skipped {

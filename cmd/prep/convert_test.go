@@ -297,6 +297,11 @@ func TestSIGINTThenResume(t *testing.T) {
 			t.Errorf("%s differs after resume", name)
 		}
 	}
+	// A second resume has nothing left to do, and says so.
+	stdout, errOut, code := prepRun(t, append(args(dst), "--resume")...)
+	if code != 0 || !strings.Contains(stdout, "nothing to convert: all ") {
+		t.Errorf("resume of a finished run: exit %d, stdout %q, stderr %q", code, stdout, errOut)
+	}
 }
 
 func TestWorkersDoNotChangeOutput(t *testing.T) {
