@@ -433,6 +433,74 @@ func TestGCSRetryBudget(t *testing.T) {
 	}
 }
 
+// TestGCSUploadRetryBudget uploads to a destination that answers every
+// request with 503: each file is requested exactly Attempts times, one
+// retry layer again (the library's, bounded by Attempts), and the error
+// names the server's answer, not a stall.
+func TestGCSUploadRetryBudget(t *testing.T) {
+	srv := gcstest.NewServer(t)
+	srv.CreateBucket("out")
+	p := &gcstest.Proxy{Unavailable: "/b/out/"}
+	srv.Use(t, p)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		attempts, want int
+		size           int
+	}{{0, 8, 1000}, {3, 3, 1000}, {3, 3, 3<<20 + 5}} { // the last in resumable chunks
+		o := fastOpener(t.TempDir())
+		o.Attempts = tt.attempts
+		sink, err := o.OpenSink(ctx, "gs://out/run")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, start := p.Refused(), time.Now()
+		publish(t, sink, map[string][]byte{"a.h5": data(30, tt.size)}, []string{"a.h5"})
+		err = sink.Wait()
+		sink.(io.Closer).Close()
+		if got := p.Refused() - before; got != int64(tt.want) {
+			t.Errorf("Attempts %d, %d bytes: %d requests, want %d", tt.attempts, tt.size, got, tt.want)
+		}
+		wantErr(t, err, fmt.Sprintf("gs://out/run/a.h5: 503 Service Unavailable (gave up after %d attempts: Cloud Storage kept failing; rerun with --resume later, or raise --io-attempts)", tt.want))
+		if !fatal(err) {
+			t.Errorf("exhausted retries are not fatal: %v", err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("Attempts %d: gave up after %s", tt.attempts, d)
+		}
+	}
+}
+
+// TestGCSUploadStall uploads through a proxy that holds every request
+// unanswered: each attempt is abandoned after Timeout and the upload
+// started over, Attempts times in all.
+func TestGCSUploadStall(t *testing.T) {
+	srv := gcstest.NewServer(t)
+	srv.CreateBucket("out")
+	p := &gcstest.Proxy{StallEvery: 1, Stall: time.Minute}
+	srv.Use(t, p)
+	ctx := context.Background()
+	for _, size := range []int{1000, 3<<20 + 5} {
+		o := fastOpener(t.TempDir())
+		o.Timeout = 300 * time.Millisecond
+		o.Attempts = 2
+		sink, err := o.OpenSink(ctx, "gs://out/run")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, start := p.Stalled(), time.Now()
+		publish(t, sink, map[string][]byte{"a.h5": data(31, size)}, []string{"a.h5"})
+		err = sink.Wait()
+		sink.(io.Closer).Close()
+		if got := p.Stalled() - before; got != 2 {
+			t.Errorf("%d bytes: %d requests, want 2", size, got)
+		}
+		wantErr(t, err, "gs://out/run/a.h5: no progress within the timeout (--io-timeout) (gave up after 2 attempts: Cloud Storage kept failing; rerun with --resume later, or raise --io-attempts)")
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%d bytes: gave up after %s", size, d)
+		}
+	}
+}
+
 // TestGCSObjectTimeout reads through a proxy that stalls every download
 // half-way for longer than the object's whole deadline.
 func TestGCSObjectTimeout(t *testing.T) {

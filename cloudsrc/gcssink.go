@@ -145,10 +145,14 @@ func (s *GCSSink) Close() error {
 	return err
 }
 
-// upload copies the local file to the object name. Transient failures
-// (429, 5xx, a connection error) are retried by the storage library, chunk
-// by chunk; this loop starts the upload over only for what the library
-// cannot retry: bytes that arrived changed, or a request that stalled.
+// upload copies the local file to the object name. Each request of an
+// upload (the one request of a small file; the request that opens a
+// resumable upload and each chunk of it) is tried up to Opener.Attempts
+// times by the storage library, in place, while it fails with 429, 5xx or
+// a connection error; the count starts again once a request succeeds.
+// This loop starts the whole upload over, also up to Attempts times, only
+// for what the library cannot retry: bytes that arrived changed, or an
+// attempt that stalled (no answer and no bytes accepted for Opener.Timeout).
 func (s *GCSSink) upload(local, name string) error {
 	uri := s.objectURI(name)
 	crc, size, err := fileCRC32C(local)
@@ -172,6 +176,53 @@ func (s *GCSSink) upload(local, name string) error {
 			return gcsErr(uri, s.g.name, true, err)
 		}
 	}
+}
+
+// uploadRetries is the storage library's retry decision for the requests
+// of one upload attempt. The library calls it after every answer (nil
+// error for a success) and every connection error. It bounds the library's
+// retries of one request to attempts, which the library itself does not
+// for uploads (it retries a one-request upload until its context ends),
+// and tells the watchdog that the server is answering: a server that
+// answers errors has not stalled.
+type uploadRetries struct {
+	dog      *watchdog
+	grace    time.Duration // the longest backoff pause before the next try
+	attempts int
+
+	mu        sync.Mutex
+	failed    int  // failed tries of the current request
+	exhausted bool // the library gave up on a request because of attempts
+}
+
+func (u *uploadRetries) shouldRetry(err error) bool {
+	u.dog.kick(u.grace)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err == nil {
+		u.failed = 0 // a request succeeded: the next one has its own tries
+		return false
+	}
+	if u.dog.ctx.Err() != nil || !storage.ShouldRetry(err) {
+		return false
+	}
+	u.failed++
+	if u.failed >= u.attempts {
+		u.exhausted = true
+		return false
+	}
+	return true
+}
+
+// result wraps the error that ended an upload attempt as exhausted when
+// the retry budget of one request is what ended it.
+func (u *uploadRetries) result(err error) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err != nil && u.exhausted && !errors.Is(err, errStalled) && !errors.Is(err, errCorrupt) {
+		return &exhaustedError{tries: u.failed, err: err}
+	}
+	return err
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -200,24 +251,30 @@ func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64) error {
 		return err
 	}
 	defer f.Close()
-	timeout := s.g.o.timeout()
-	dog := newWatchdog(s.ctx, timeout)
+	bo := s.g.o.backoff()
+	dog := newWatchdog(s.ctx, s.g.o.timeout())
 	defer dog.stop()
-	w := s.g.uploads.Object(s.g.prefix + name).NewWriter(dog.ctx)
+	retries := &uploadRetries{dog: dog, grace: bo.Max, attempts: s.g.o.attempts()}
+	obj := s.g.uploads.Object(s.g.prefix + name).Retryer(storage.WithErrorFunc(retries.shouldRetry))
+	w := obj.NewWriter(dog.ctx)
 	w.CRC32C, w.SendCRC32C = crc, true
 	w.ContentType = "application/octet-stream"
 	if path.Ext(name) == ".json" {
 		w.ContentType = "application/json"
 	}
-	// One request for a small file; resumable chunks for a shard, each
-	// retried by the library when it stalls or fails.
+	// One request for a small file; resumable chunks for a shard.
 	chunk := s.g.o.chunkSize()
 	w.ChunkSize = chunk
 	if size < int64(chunk) {
 		w.ChunkSize = int(size) + 1
 	}
-	w.ChunkTransferTimeout = timeout
-	w.ChunkRetryDeadline = max(32*time.Second, 2*timeout)
+	// A chunk accepted by the server is progress.
+	w.ProgressFunc = func(int64) { dog.kick(0) }
+	// Stalls are the watchdog's alone (ChunkTransferTimeout stays 0), and
+	// the tries of a chunk are counted by retries. The chunk deadline is
+	// only a backstop: Attempts tries, each cut off by the watchdog, with
+	// the longest pause between them.
+	w.ChunkRetryDeadline = time.Duration(retries.attempts) * (s.g.o.timeout() + bo.Max)
 
 	buf := make([]byte, 1<<20)
 	for {
@@ -231,7 +288,7 @@ func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64) error {
 			}
 			if werr != nil {
 				w.Close()
-				return werr
+				return retries.result(werr)
 			}
 		}
 		if rerr == io.EOF {
@@ -253,7 +310,7 @@ func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64) error {
 		return fmt.Errorf("%w: %s", errCorrupt, firstLine(ge.Message))
 	}
 	if err != nil {
-		return err
+		return retries.result(err)
 	}
 	if got := w.Attrs().CRC32C; got != crc {
 		return fmt.Errorf("%w: stored CRC32C %08x, sent %08x", errCorrupt, got, crc)

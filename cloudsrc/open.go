@@ -18,20 +18,25 @@ import (
 // noted on each field; the package-level OpenSource, OpenSink and OpenURI
 // use a zero Opener.
 type Opener struct {
-	// Timeout abandons one storage request (a read call on a download, a
-	// chunk of an upload) that makes no progress for this long, and tries
-	// again from where it stopped. It bounds a stalled connection, not the
-	// transfer: a large object takes as long as it takes. Default 60s.
+	// Timeout abandons one storage request that makes no progress for this
+	// long: a read call on a download, which is tried again from where it
+	// stopped; a listing page; an upload that gets no answer and has no
+	// bytes accepted, which is started over. Any answer, even an error, is
+	// progress: a server that answers 503 is failing, not stalled. It
+	// bounds a stalled connection, not the transfer: a large object takes
+	// as long as it takes, but Timeout must cover sending one upload chunk
+	// (ChunkSize). Default 60s.
 	Timeout time.Duration
 	// ObjectTimeout caps the time one object's read may take in all,
 	// retries and resumed requests included; past it the read fails.
 	// Default 5m.
 	ObjectTimeout time.Duration
 	// Attempts is how many times one request (a read, a listing page, a
-	// delete) is tried before a retryable failure (429, 5xx, a connection
-	// error, a stall) ends it. Uploads are retried chunk by chunk by the
-	// storage library instead, for up to 32s or twice Timeout a chunk.
-	// Default 8.
+	// delete, one request of an upload) is tried before a retryable
+	// failure (429, 5xx, a connection error, a stall) ends it. The
+	// requests of an upload are retried in place by the storage library,
+	// each up to Attempts times; an upload that stalls or arrives corrupted
+	// (CRC32C mismatch) is started over, up to Attempts times. Default 8.
 	Attempts int
 	// Backoff spaces the attempts (full jitter). Default 100ms doubling
 	// up to 5s.
