@@ -91,7 +91,10 @@ type Proxy struct {
 	// for Stall, or until the client gives up: a download sends half its
 	// body first, anything else stalls before it is forwarded. 0: none.
 	StallEvery int
-	Stall      time.Duration
+	// StallPath stalls, as StallEvery does, every request not failed
+	// whose path contains it. "": none.
+	StallPath string
+	Stall     time.Duration
 	// Delay is added before every request, as network latency.
 	Delay time.Duration
 	// CorruptEvery flips one byte in the body of every CorruptEvery-th
@@ -177,7 +180,7 @@ func (p *Proxy) Handler(target *url.URL) http.Handler {
 			}
 			return
 		}
-		if p.StallEvery > 0 && n%int64(p.StallEvery) == 0 {
+		if p.StallEvery > 0 && n%int64(p.StallEvery) == 0 || p.StallPath != "" && strings.Contains(r.URL.Path, p.StallPath) {
 			p.stalled.Add(1)
 			if r.Method == http.MethodGet && r.URL.Query().Get("alt") == "media" {
 				r = r.WithContext(context.WithValue(r.Context(), stallKey{}, true))

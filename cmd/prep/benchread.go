@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/cheggaaa/pb/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/prep-dev/prep/bench"
 	"github.com/prep-dev/prep/cloudsrc"
@@ -21,6 +23,7 @@ func newBenchReadCmd() *cobra.Command {
 		jsonOut  bool
 		staging  string
 		parallel int
+		gs       cloudsrc.Opener
 	)
 	cmd := &cobra.Command{
 		Use:   "bench-read SHARD|DIR|gs://BUCKET/PREFIX",
@@ -60,6 +63,9 @@ shards are then in the page cache; add --direct to measure the disk.`,
 			if opt.Readers < 1 {
 				return usagef("--readers %d: want 1 or more", opt.Readers)
 			}
+			if gs.Timeout < 0 || gs.ObjectTimeout < 0 || gs.Attempts < 0 {
+				return usagef("--io-timeout, --object-timeout and --io-attempts must not be negative (0: the default)")
+			}
 			target := args[0]
 			var fetched *bench.Fetched
 			if cloudsrc.IsRemote(target) {
@@ -69,8 +75,7 @@ shards are then in the page cache; add --direct to measure the disk.`,
 				}
 				defer os.RemoveAll(dir)
 				add, done := byteBar(cmd.ErrOrStderr(), 0)
-				opener := cloudsrc.Opener{}
-				fetched, err = bench.Fetch(cmd.Context(), opener.OpenURI, target, dir, bench.FetchOptions{Parallel: parallel, Progress: add})
+				fetched, err = bench.Fetch(cmd.Context(), gs.OpenURI, target, dir, bench.FetchOptions{Parallel: parallel, Progress: add})
 				done()
 				if err != nil {
 					return fmt.Errorf("bench-read: %w", err)
@@ -118,7 +123,19 @@ shards are then in the page cache; add --direct to measure the disk.`,
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON on stdout")
 	f.StringVar(&staging, "staging", "", "where gs:// shards are downloaded to before reading (default $PREP_STAGING, else the system temp folder)")
 	f.IntVar(&parallel, "downloads", 4, "gs:// shards downloaded at once")
+	// A whole shard (256 MiB by default) is one object: its deadline is
+	// generous.
+	ioFlags(f, &gs.Timeout, &gs.ObjectTimeout, &gs.Attempts, 30*time.Minute)
 	return cmd
+}
+
+// ioFlags adds the gs:// transfer flags that convert and bench-read share;
+// objectTimeout is the command's default for --object-timeout. They fill
+// the fields of a cloudsrc.Opener of the same names.
+func ioFlags(f *pflag.FlagSet, timeout, objectTimeout *time.Duration, attempts *int, objectDefault time.Duration) {
+	f.DurationVar(timeout, "io-timeout", 60*time.Second, "gs://: abandon and retry a storage request that gets no answer and moves no bytes for this long")
+	f.DurationVar(objectTimeout, "object-timeout", objectDefault, "gs://: stop the run when one object is not read within this long, retries included")
+	f.IntVar(attempts, "io-attempts", 8, "gs://: tries of one request that fails with 429, 5xx, a connection error or a stall before the run stops")
 }
 
 // stagingDir is where remote shards are staged: flag, then $PREP_STAGING,
