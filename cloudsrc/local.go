@@ -78,7 +78,15 @@ func (d Dir) walk(ctx context.Context, dir, rel string, parents []fs.FileInfo, o
 
 // Open opens the file behind key.
 func (d Dir) Open(_ context.Context, key string) (io.ReadCloser, error) {
-	return os.Open(d.LocalPath(key))
+	name := d.LocalPath(key)
+	f, err := os.Open(name)
+	if err != nil && errors.Is(err, fs.ErrNotExist) {
+		// "no such file" about a file ls shows is a puzzle: name the link.
+		if target, lerr := os.Readlink(name); lerr == nil {
+			return nil, fmt.Errorf("%s is a broken symbolic link (to %s, which does not exist)", name, target)
+		}
+	}
+	return f, err
 }
 
 // URI returns the file's path.
