@@ -66,7 +66,7 @@ type Summary struct {
 	ShardsWritten int                `json:"shards_written"`
 	ShardsKept    int                `json:"shards_kept"`
 	Skipped       []manifest.Skipped `json:"skipped"`
-	Ignored       []manifest.Skipped `json:"ignored,omitempty"`
+	Ignored       []manifest.Skipped `json:"ignored"`
 	Seconds       float64            `json:"seconds"`
 	SamplesPerSec float64            `json:"samples_per_sec"`
 	MBPerSec      float64            `json:"mb_per_sec"`
@@ -179,7 +179,7 @@ func Run(ctx context.Context, l *Listing, opt Options) (*manifest.Manifest, *Sum
 		ShardsWritten: r.written,
 		ShardsKept:    r.kept,
 		Skipped:       []manifest.Skipped{}, // [] in JSON, not null
-		Ignored:       l.Ignored,
+		Ignored:       append([]manifest.Skipped{}, l.Ignored...),
 		Seconds:       time.Since(start).Seconds(),
 		Manifest:      opt.Sink.URI() + "/" + name,
 	}

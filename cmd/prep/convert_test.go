@@ -111,8 +111,8 @@ func TestConvertInspectVerify(t *testing.T) {
 	if sum.Samples != 16 || len(sum.Skipped) != 0 {
 		t.Fatalf("summary %+v", sum)
 	}
-	if !strings.Contains(stdout, `"skipped": []`) {
-		t.Errorf("--json: an empty skip list must print as [], got:\n%s", stdout)
+	if !strings.Contains(stdout, `"skipped": []`) || !strings.Contains(stdout, `"ignored": []`) {
+		t.Errorf("--json: empty skip and ignore lists must print as [], got:\n%s", stdout)
 	}
 	m, err := manifest.Read(dst)
 	if err != nil {
