@@ -193,11 +193,12 @@ func resample(img *image.NRGBA, w, h int, buf *Buffers) *image.NRGBA {
 // full resize, cropped.
 //
 // src, when set, says which part of img's pixel grid the resize maps
-// (Source); the zero Source maps all of it.
+// (Source); the zero Source maps all of it. src.Opaque skips the scan for
+// alpha.
 func resampleWindow(img *image.NRGBA, w, h int, win image.Rectangle, src Source, buf *Buffers) *image.NRGBA {
 	sw, sh := img.Rect.Dx(), img.Rect.Dy()
 	spx, spy := src.spans(sw, sh)
-	if !opaque(img) {
+	if !src.Opaque && !opaque(img) {
 		out := imaging.Resize(img, w, h, filter)
 		if win == out.Rect {
 			return out

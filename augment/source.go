@@ -15,9 +15,16 @@ import (
 //
 // The recipe's first resize computes its output size from W×H and maps
 // just the region, so a scaled decode gives the geometry of a full one.
+//
+// Opaque, independently of the rest, says that the decoder knows every
+// pixel has alpha 255 (a JPEG, a PNG without alpha channel or tRNS), so
+// the first resize skips its scan of the alpha bytes (opaque). It must
+// never be set for an image with any other alpha: the resampler would
+// give other bytes than imaging.Resize's, which handles transparency.
 type Source struct {
 	W, H           int
 	X0, Y0, DX, DY float64
+	Opaque         bool
 }
 
 // spans returns the spans of the x and y axes of a sw×sh image that s maps.

@@ -47,18 +47,20 @@ func NewScaledImageHandler(decode ScaledImageDecoder, release func(*image.NRGBA)
 }
 
 // ImgdecDecoder decodes with imgdec, DCT-scaling JPEGs to minSide, and
-// reports the scaled decodes' Source.
+// reports the scaled decodes' Source, and for every decode whether the
+// format guarantees it opaque (Info.Opaque), which spares the resize its
+// alpha scan.
 func ImgdecDecoder(opt imgdec.Options) ScaledImageDecoder {
 	return func(data []byte, minSide int) (*image.NRGBA, augment.Source, error) {
 		o := opt
 		o.MinSide = minSide
 		img, info, err := imgdec.Decode(data, o)
 		if err != nil || info.ScaleNum == 8 {
-			return img, augment.Source{}, err
+			return img, augment.Source{Opaque: info.Opaque}, err
 		}
 		w, h := info.Upright()
 		x0, y0, dx, dy := info.Region()
-		return img, augment.Source{W: w, H: h, X0: x0, Y0: y0, DX: dx, DY: dy}, nil
+		return img, augment.Source{W: w, H: h, X0: x0, Y0: y0, DX: dx, DY: dy, Opaque: info.Opaque}, nil
 	}
 }
 

@@ -11,6 +11,7 @@ package imgdec
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
@@ -60,6 +61,12 @@ type Info struct {
 	ScaleNum int
 	// Orientation is the EXIF orientation (1..8) found and applied; 1 when none.
 	Orientation int
+	// Opaque reports that every pixel of the decoded image has alpha 255
+	// because of what the format stores: always for JPEG (the
+	// libjpeg-turbo and image/jpeg paths alike), and for a PNG whose color
+	// type has no alpha channel and which has no tRNS chunk. False means
+	// only that the header does not say so.
+	Opaque bool
 	// Warning is set when libjpeg-turbo decoded a damaged JPEG (corrupt
 	// entropy-coded data comes out as grey blocks, as with Pillow): its first
 	// warning. image/jpeg refuses such files with an error instead.
@@ -110,6 +117,7 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 		return nil, info, err
 	}
 	info.Orientation = orientation(format, data)
+	info.Opaque = format == "jpeg" || pngOpaque(data)
 
 	var img *image.NRGBA
 	switch {
@@ -181,6 +189,35 @@ func (i Info) Region() (x0, y0, dx, dy float64) {
 		y0 = ny - ey
 	}
 	return x0, y0, ex, ey
+}
+
+// pngOpaque reports whether a PNG's header chunks say it is opaque: a
+// color type without alpha (grey, RGB, palette) and no tRNS chunk, which
+// must come before the first IDAT. Anything it cannot read gives false.
+func pngOpaque(data []byte) bool {
+	const sig = 8
+	if len(data) < sig+8+13 || string(data[sig+4:sig+8]) != "IHDR" {
+		return false
+	}
+	switch data[sig+8+9] { // IHDR: width 4, height 4, depth 1, color type 1
+	case 0, 2, 3:
+	default:
+		return false
+	}
+	for off := sig; off+8 <= len(data); {
+		n := int(binary.BigEndian.Uint32(data[off:]))
+		switch string(data[off+4 : off+8]) {
+		case "tRNS":
+			return false
+		case "IDAT":
+			return true
+		}
+		if n < 0 || n > len(data) {
+			return false
+		}
+		off += 12 + n // length, type, data, CRC
+	}
+	return false
 }
 
 // sniff names the format from the first bytes, and for anything other than
