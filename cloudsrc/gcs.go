@@ -503,7 +503,12 @@ func gcsErr(uri, bucket string, write bool, err error) error {
 	if errors.As(err, &xe) {
 		e := gcsErr(uri, bucket, write, xe.err).(*Error)
 		e.Err = err
-		e.Msg += fmt.Sprintf(" (gave up after %d attempts: Cloud Storage kept failing; rerun with --resume later, or raise --io-attempts)", xe.tries)
+		why, fix := "Cloud Storage kept failing", "raise --io-attempts"
+		if errors.Is(xe.err, errStalled) {
+			// Every try stalled: a slow link wants a longer --io-timeout.
+			why, fix = "every try stalled", "raise --io-timeout on a slow link"
+		}
+		e.Msg += fmt.Sprintf(" (gave up after %d attempts: %s; rerun with --resume later, or %s)", xe.tries, why, fix)
 		return e
 	}
 	if errors.Is(err, errStalled) {

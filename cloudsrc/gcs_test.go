@@ -494,7 +494,7 @@ func TestGCSUploadStall(t *testing.T) {
 		if got := p.Stalled() - before; got != 2 {
 			t.Errorf("%d bytes: %d requests, want 2", size, got)
 		}
-		wantErr(t, err, "gs://out/run/a.h5: no progress within the timeout (--io-timeout) (gave up after 2 attempts: Cloud Storage kept failing; rerun with --resume later, or raise --io-attempts)")
+		wantErr(t, err, "gs://out/run/a.h5: no progress within the timeout (--io-timeout) (gave up after 2 attempts: every try stalled; rerun with --resume later, or raise --io-timeout on a slow link)")
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("%d bytes: gave up after %s", size, d)
 		}
