@@ -53,10 +53,3 @@ type FileInfo struct {
 	Size   int64
 	CRC32C uint32 // Castagnoli, as Cloud Storage keeps it per object
 }
-
-// CRC32C returns the Castagnoli CRC32C of a local file, the checksum Cloud
-// Storage keeps for every object.
-func CRC32C(name string) (uint32, error) {
-	sum, _, err := fileCRC32C(name)
-	return sum, err
-}

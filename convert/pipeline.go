@@ -290,11 +290,6 @@ func (r *run) finish(ctx context.Context, s *shardState) error {
 			return destErr(r.opt.Sink, ShardName(s.index, r.opt.Format.Ext()), err)
 		}
 		sh.ShardInfo = info
-		crc, err := cloudsrc.CRC32C(filepath.Join(r.opt.Sink.Dir(), info.File))
-		if err != nil {
-			return destErr(r.opt.Sink, info.File, err)
-		}
-		sh.CRC32C = fmt.Sprintf("%08x", crc)
 		if err := r.opt.Sink.Publish(ctx, info.File); err != nil {
 			return err
 		}

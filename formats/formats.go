@@ -3,8 +3,12 @@
 package formats
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/crc32"
 	"strings"
 )
 
@@ -176,6 +180,33 @@ type ShardInfo struct {
 	Bytes    int64         `json:"bytes"`
 	SHA256   string        `json:"sha256"`
 	Datasets []DatasetInfo `json:"datasets,omitempty"`
+	// CRC32C is the Castagnoli CRC32C, 8 hex digits: the checksum Cloud
+	// Storage keeps per object, so --resume checks a remote shard without
+	// downloading it.
+	CRC32C string `json:"crc32c,omitempty"`
+}
+
+// Sums computes a shard's checksums in one pass over its bytes, as a
+// writer writes them or reads them back.
+type Sums struct {
+	sha hash.Hash
+	crc hash.Hash32
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// NewSums returns Sums of no bytes.
+func NewSums() *Sums { return &Sums{sha: sha256.New(), crc: crc32.New(castagnoli)} }
+
+func (s *Sums) Write(p []byte) (int, error) {
+	s.sha.Write(p)
+	return s.crc.Write(p)
+}
+
+// Fill records the sums in info.
+func (s *Sums) Fill(info *ShardInfo) {
+	info.SHA256 = hex.EncodeToString(s.sha.Sum(nil))
+	info.CRC32C = fmt.Sprintf("%08x", s.crc.Sum32())
 }
 
 // DatasetInfo locates one dataset inside a shard so readers can stream it

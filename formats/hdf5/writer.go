@@ -5,8 +5,6 @@
 package hdf5
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -242,7 +240,7 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 		os.Remove(tmp)
 		return formats.ShardInfo{}, fmt.Errorf("write shard %s: %w", w.path, err)
 	}
-	size, sum, err := syncAndHash(tmp)
+	size, sums, err := syncAndHash(tmp)
 	if err != nil {
 		os.Remove(tmp)
 		return formats.ShardInfo{}, fmt.Errorf("write shard %s: %w", w.path, err)
@@ -251,13 +249,14 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 		os.Remove(tmp)
 		return formats.ShardInfo{}, err
 	}
-	return formats.ShardInfo{
+	info := formats.ShardInfo{
 		File:     filepath.Base(w.path),
 		Count:    len(w.keys),
 		Bytes:    size,
-		SHA256:   sum,
 		Datasets: infos,
-	}, nil
+	}
+	sums.Fill(&info)
+	return info, nil
 }
 
 // write creates the HDF5 file and its datasets.
@@ -595,22 +594,22 @@ func int64Bytes(v []int64) []byte {
 var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
 // syncAndHash flushes the finished file to disk and returns its size and
-// sha256.
-func syncAndHash(name string) (int64, string, error) {
+// checksums, read back in one pass (libhdf5 writes the file, not us).
+func syncAndHash(name string) (int64, *formats.Sums, error) {
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
-		return 0, "", err
+		return 0, nil, err
 	}
 	defer f.Close()
 	if err := f.Sync(); err != nil {
-		return 0, "", fmt.Errorf("sync: %w (disk full?)", err)
+		return 0, nil, fmt.Errorf("sync: %w (disk full?)", err)
 	}
-	h := sha256.New()
+	sums := formats.NewSums()
 	buf := copyBufPool.Get().(*[]byte)
 	defer copyBufPool.Put(buf)
-	n, err := io.CopyBuffer(h, f, *buf)
+	n, err := io.CopyBuffer(sums, f, *buf)
 	if err != nil {
-		return 0, "", err
+		return 0, nil, err
 	}
-	return n, hex.EncodeToString(h.Sum(nil)), nil
+	return n, sums, nil
 }

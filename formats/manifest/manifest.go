@@ -48,10 +48,6 @@ type Task struct {
 type Shard struct {
 	Index int `json:"index"`
 	formats.ShardInfo
-	// CRC32C is the shard's Castagnoli CRC32C, 8 hex digits: the checksum
-	// Cloud Storage keeps per object, so --resume checks a remote shard
-	// without downloading it.
-	CRC32C  string    `json:"crc32c,omitempty"`
 	Skipped []Skipped `json:"skipped,omitempty"`
 }
 

@@ -1,11 +1,11 @@
 package tarshard
 
 import (
-	"crypto/sha256"
-	"hash"
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/prep-dev/prep/formats"
 )
 
 // chunkSize is the unit fileWriter hands to its goroutine: large enough
@@ -29,7 +29,7 @@ type fileWriter struct {
 	err  atomic.Pointer[error] // the goroutine's first error
 
 	// Owned by the goroutine until done is closed.
-	h hash.Hash
+	h *formats.Sums
 	n int64
 }
 
@@ -40,7 +40,7 @@ func newFileWriter(file *os.File) *fileWriter {
 		full: make(chan *[]byte, 1),
 		free: make(chan *[]byte, 2),
 		done: make(chan struct{}),
-		h:    sha256.New(),
+		h:    formats.NewSums(),
 	}
 	*f.cur = (*f.cur)[:0]
 	f.free <- chunkPool.Get().(*[]byte)
@@ -82,8 +82,8 @@ func (f *fileWriter) Write(p []byte) (int, error) {
 }
 
 // close writes what is buffered, waits for the goroutine, syncs and closes
-// the file, and returns the size and SHA-256 of everything written.
-func (f *fileWriter) close() (int64, []byte, error) {
+// the file, and returns the size and checksums of everything written.
+func (f *fileWriter) close() (int64, *formats.Sums, error) {
 	if len(*f.cur) > 0 {
 		f.full <- f.cur
 		f.cur = <-f.free
@@ -99,7 +99,7 @@ func (f *fileWriter) close() (int64, []byte, error) {
 	if cerr := f.file.Close(); err == nil {
 		err = cerr
 	}
-	return f.n, f.h.Sum(nil), err
+	return f.n, f.h, err
 }
 
 // abort stops the goroutine and closes the file, dropping what is buffered.

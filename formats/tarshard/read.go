@@ -3,11 +3,8 @@ package tarshard
 import (
 	"archive/tar"
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path"
@@ -211,7 +208,8 @@ func Describe(name string) (Summary, error) {
 		return sum, err
 	}
 	defer f.Close()
-	h := hashWriter{w: io.Discard, h: sha256.New()}
+	sums := formats.NewSums()
+	h := hashWriter{w: io.Discard, h: sums}
 	tee := io.TeeReader(bufio.NewReaderSize(f, 1<<20), &h)
 	err = Read(tee, func(key string, members map[string][]byte) error {
 		sum.Count++
@@ -244,14 +242,14 @@ func Describe(name string) (Summary, error) {
 	}
 	sum.File = filepath.Base(name)
 	sum.Bytes = h.n
-	sum.SHA256 = hex.EncodeToString(h.h.Sum(nil))
+	sums.Fill(&sum.ShardInfo)
 	return sum, nil
 }
 
 // hashWriter hashes and counts the bytes on their way to w.
 type hashWriter struct {
 	w io.Writer
-	h hash.Hash
+	h io.Writer // a hash
 	n int64
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"hash/fnv"
 	"os"
 	"path/filepath"
@@ -142,7 +143,8 @@ func TestReproducible(t *testing.T) {
 			t.Errorf("%s: two writes of the same samples differ", f.Name())
 		}
 		sum := sha256.Sum256(b1)
-		want := formats.ShardInfo{File: "shard-000000.tar", Count: len(samples), Bytes: int64(len(b1)), SHA256: hex.EncodeToString(sum[:])}
+		want := formats.ShardInfo{File: "shard-000000.tar", Count: len(samples), Bytes: int64(len(b1)), SHA256: hex.EncodeToString(sum[:]),
+			CRC32C: fmt.Sprintf("%08x", crc32.Checksum(b1, crc32.MakeTable(crc32.Castagnoli)))}
 		if !reflect.DeepEqual(info1, want) || !reflect.DeepEqual(info2, want) {
 			t.Errorf("%s: ShardInfo %+v and %+v, want %+v", f.Name(), info1, info2, want)
 		}

@@ -24,7 +24,6 @@ package tarshard
 
 import (
 	"archive/tar"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -269,14 +268,14 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 	tmp := formats.TempName(w.path)
 	var (
 		size int64
-		sum  []byte
+		sums *formats.Sums
 		err  = w.err
 	)
 	if err == nil {
 		err = w.tw.Close()
 	}
 	if err == nil {
-		size, sum, err = w.file.close()
+		size, sums, err = w.file.close()
 	} else {
 		w.file.abort()
 	}
@@ -293,12 +292,9 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 		}
 		return formats.ShardInfo{}, err
 	}
-	return formats.ShardInfo{
-		File:   filepath.Base(w.path),
-		Count:  w.count,
-		Bytes:  size,
-		SHA256: hex.EncodeToString(sum),
-	}, nil
+	info := formats.ShardInfo{File: filepath.Base(w.path), Count: w.count, Bytes: size}
+	sums.Fill(&info)
+	return info, nil
 }
 
 // Abort removes the unfinished shard. After Close it does nothing.
