@@ -501,7 +501,10 @@ func gcsErr(uri, bucket string, write bool, err error) error {
 	}
 	var xe *exhaustedError
 	if errors.As(err, &xe) {
-		e := gcsErr(uri, bucket, write, xe.err).(*Error)
+		e, ok := gcsErr(uri, bucket, write, xe.err).(*Error)
+		if !ok { // a cancellation: nothing to advise
+			return err
+		}
 		e.Err = err
 		why, fix := "Cloud Storage kept failing", "raise --io-attempts"
 		if errors.Is(xe.err, errStalled) {
