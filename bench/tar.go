@@ -9,11 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"unsafe"
-)
 
-// maxMember bounds a tar member's size, as tarshard.Read does, so a
-// corrupt header cannot ask for an absurd allocation.
-const maxMember = 4 << 30
+	"github.com/prep-dev/prep/formats/tarshard"
+)
 
 // tarSource reads a span for readTar, which uses headers and member
 // bodies where they lie in the span's buffer: peek hands them out without
@@ -209,7 +207,7 @@ func (t *tarState) read(src *tarSource, fn func(key string, members map[string][
 		if nextSize >= 0 {
 			hdr.size, nextSize = nextSize, -1
 		}
-		if hdr.size > maxMember {
+		if hdr.size > tarshard.MaxMember {
 			return fmt.Errorf("tar member %s claims %d bytes", name, hdr.size)
 		}
 		pad := -hdr.size & (blockSize - 1)

@@ -17,9 +17,9 @@ import (
 	"github.com/prep-dev/prep/formats/wav"
 )
 
-// maxMember bounds a member's size, so a corrupt header cannot ask for an
+// MaxMember bounds a member's size, so a corrupt header cannot ask for an
 // absurd allocation.
-const maxMember = 4 << 30
+const MaxMember = 4 << 30
 
 // Read streams a WebDataset tar and calls fn once per sample, in archive
 // order, with the sample's key (the member name up to the first dot of its
@@ -71,7 +71,7 @@ func Read(r io.Reader, fn func(key string, members map[string][]byte) error) err
 		if _, dup := members[ext]; dup {
 			return fmt.Errorf("tar member %s appears twice", hdr.Name)
 		}
-		if hdr.Size > maxMember {
+		if hdr.Size > MaxMember {
 			return fmt.Errorf("tar member %s claims %d bytes", hdr.Name, hdr.Size)
 		}
 		if used == len(bufs) {
