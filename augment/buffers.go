@@ -15,11 +15,12 @@ type Buffers struct {
 	taps map[tapsKey]taps
 }
 
-// tapsKey names a set of weights: destination and source size, and the
-// span of the source mapped.
+// tapsKey names a set of weights: destination and source size, the span
+// of the source mapped, and whether they carry the SIMD layout.
 type tapsKey struct {
 	dst, src int
 	sp       span
+	wide     bool
 }
 
 // maxTaps bounds the weights kept: a dataset of many image sizes would
@@ -67,19 +68,26 @@ func (b *Buffers) accum(n int) []int32 {
 }
 
 // weights returns makeSpanTaps(dstSize, srcSize, sp), computed once per
-// size pair and span.
-func (b *Buffers) weights(dstSize, srcSize int, sp span) taps {
-	if b == nil {
-		return makeSpanTaps(dstSize, srcSize, sp)
+// size pair and span. wide also lays them out for the SIMD horizontal pass
+// (taps.wide) where it runs: only resampleH reads that layout, which costs
+// about 4 times the weights' memory.
+func (b *Buffers) weights(dstSize, srcSize int, sp span, wide bool) taps {
+	k := tapsKey{dstSize, srcSize, sp, wide}
+	if b != nil {
+		if t, ok := b.taps[k]; ok {
+			return t
+		}
 	}
-	k := tapsKey{dstSize, srcSize, sp}
-	if t, ok := b.taps[k]; ok {
+	t := makeSpanTaps(dstSize, srcSize, sp)
+	if wide && useSIMD {
+		t.wide = widen(t, srcSize)
+	}
+	if b == nil {
 		return t
 	}
 	if b.taps == nil || len(b.taps) >= maxTaps {
 		b.taps = map[tapsKey]taps{}
 	}
-	t := makeSpanTaps(dstSize, srcSize, sp)
 	b.taps[k] = t
 	return t
 }

@@ -33,7 +33,8 @@ type taps struct {
 	n     int
 	w     []int32
 
-	// wide is the same weights for the SIMD horizontal pass, when it runs.
+	// wide is the same weights for the SIMD horizontal pass, when it runs;
+	// only taps made for that pass have them (Buffers.weights).
 	wide wideTaps
 }
 
@@ -146,9 +147,6 @@ func makeSpanTaps(dstSize, srcSize int, sp span) taps {
 		}
 		t.start[v] = start
 	}
-	if useSIMD {
-		t.wide = widen(t, srcSize)
-	}
 	return t
 }
 
@@ -211,7 +209,7 @@ func resampleWindow(img *image.NRGBA, w, h int, win image.Rectangle, src Source,
 	sameW := sw == w && spx == span{0, float64(sw)}
 	sameH := sh == h && spy == span{0, float64(sh)}
 	if !sameH {
-		tv = buf.weights(h, sh, spy)
+		tv = buf.weights(h, sh, spy, false)
 		rows = [2]int{tv.start[win.Min.Y], tv.start[win.Max.Y-1] + tv.n}
 	}
 	// Views rather than SubImage, so that they can stay on the stack.
@@ -225,7 +223,7 @@ func resampleWindow(img *image.NRGBA, w, h int, win image.Rectangle, src Source,
 		}
 		return resampleV(&cols, tv, rows[0], win.Min.Y, win.Max.Y, buf)
 	}
-	wide := resampleH(&rs, buf.weights(w, sw, spx), win.Min.X, win.Max.X, buf)
+	wide := resampleH(&rs, buf.weights(w, sw, spx, true), win.Min.X, win.Max.X, buf)
 	if sameH {
 		return wide
 	}
