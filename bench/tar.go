@@ -15,14 +15,13 @@ import (
 
 // tarSource reads a span for readTar, which uses headers and member
 // bodies where they lie in the span's buffer: peek hands them out without
-// a copy and Seek steps past them. Only a member that runs past the end of
+// a copy and skip steps past them. Only a member that runs past the end of
 // a chunk is copied. This is what brings
 // a tar pass to the speed of plain reads: copying every member out of the
 // read buffer costs as much as the read itself from the page cache.
 type tarSource struct {
 	s   *span
 	cur []byte // the part of the current chunk not yet handed out
-	off int64
 	// beforeRefill runs before the buffer is overwritten with the next
 	// chunk, while what peek returned is still intact.
 	beforeRefill func()
@@ -49,26 +48,24 @@ func (t *tarSource) Read(p []byte) (int, error) {
 	}
 	n := copy(p, t.cur)
 	t.cur = t.cur[n:]
-	t.off += int64(n)
 	return n, nil
 }
 
-// Seek moves forward from the current position, reading the chunks it
-// passes.
-func (t *tarSource) Seek(offset int64, whence int) (int64, error) {
-	if whence != io.SeekCurrent || offset < 0 {
-		return t.off, errors.New("tar source: only forward seeks from the current position")
+// skip steps past the next n bytes, reading the chunks it passes; at the
+// end of the span it returns the chunk's error (io.EOF).
+func (t *tarSource) skip(n int64) error {
+	if n < 0 {
+		return errors.New("tar source: only forward skips")
 	}
-	for offset > 0 {
+	for n > 0 {
 		if err := t.fill(); err != nil {
-			return t.off, err
+			return err
 		}
-		k := min(offset, int64(len(t.cur)))
+		k := min(n, int64(len(t.cur)))
 		t.cur = t.cur[k:]
-		t.off += k
-		offset -= k
+		n -= k
 	}
-	return t.off, nil
+	return nil
 }
 
 // peek returns the next n bytes in place, without consuming them, if the
@@ -190,8 +187,8 @@ func (t *tarState) read(src *tarSource, fn func(key string, members map[string][
 				}
 				return fmt.Errorf("read tar: %w", err)
 			}
-		} else {
-			src.Seek(blockSize, io.SeekCurrent)
+		} else if err := src.skip(blockSize); err != nil { // peek saw them: cannot fail
+			return fmt.Errorf("read tar: %w", unexpected(err))
 		}
 		if err := hdr.parse(b); err != nil {
 			if err == errEndOfArchive {
@@ -225,13 +222,13 @@ func (t *tarState) read(src *tarSource, fn func(key string, members map[string][
 			} else if err := parsePAX(t.ext, &nextName, &hasName, &nextSize); err != nil {
 				return fmt.Errorf("read tar: %s: %w", name, err)
 			}
-			if _, err := src.Seek(pad, io.SeekCurrent); err != nil {
+			if err := src.skip(pad); err != nil {
 				return fmt.Errorf("read tar: %w", unexpected(err))
 			}
 			continue
 		case tar.TypeReg, 0: // 0: pre-POSIX regular file
 		default:
-			if _, err := src.Seek(hdr.size+pad, io.SeekCurrent); err != nil {
+			if err := src.skip(hdr.size + pad); err != nil {
 				return fmt.Errorf("read tar: %w", unexpected(err))
 			}
 			continue
@@ -263,7 +260,9 @@ func (t *tarState) read(src *tarSource, fn func(key string, members map[string][
 		if body, ok := src.peek(hdr.size); ok {
 			members[x] = body
 			t.borrowed = append(t.borrowed, x)
-			src.Seek(hdr.size, io.SeekCurrent)
+			if err := src.skip(hdr.size); err != nil { // peek saw them: cannot fail
+				return fmt.Errorf("read tar member %s: %w", name, unexpected(err))
+			}
 		} else {
 			body := t.own(hdr.size)
 			if _, err := io.ReadFull(src, body); err != nil {
@@ -271,7 +270,7 @@ func (t *tarState) read(src *tarSource, fn func(key string, members map[string][
 			}
 			members[x] = body
 		}
-		if _, err := src.Seek(pad, io.SeekCurrent); err != nil {
+		if err := src.skip(pad); err != nil {
 			return fmt.Errorf("read tar member %s: %w", name, unexpected(err))
 		}
 	}
