@@ -219,36 +219,7 @@ type run struct {
 // or one of those under its temporary name. Anything else, even a
 // "shard-notes.txt" or a "backup.tmp", is the user's and is never removed.
 func ours(name string) bool {
-	if formats.IsTemp(name) {
-		return true
-	}
-	if name == manifest.FileName {
-		return true
-	}
-	if n, ok := numbered(name, "manifest-task-", 5); ok {
-		return n == ".json"
-	}
-	if n, ok := numbered(name, ".prep-progress-task-", 5); ok {
-		return n == ".json"
-	}
-	if n, ok := numbered(name, "shard-", 6); ok {
-		return len(n) > 1 && n[0] == '.' && !strings.Contains(n[1:], ".")
-	}
-	return name == ".prep-progress.json"
-}
-
-// numbered reports whether name is prefix followed by at least digits
-// decimal digits, and returns what follows them.
-func numbered(name, prefix string, digits int) (rest string, ok bool) {
-	rest, ok = strings.CutPrefix(name, prefix)
-	if !ok {
-		return "", false
-	}
-	i := 0
-	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
-		i++
-	}
-	return rest[i:], i >= digits
+	return formats.IsPrepFile(name) || formats.IsTemp(name)
 }
 
 // prepareDestination refuses a destination holding an earlier run unless

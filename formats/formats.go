@@ -223,29 +223,42 @@ type DatasetInfo struct {
 func TempName(path string) string { return path + ".tmp" }
 
 // IsTemp reports whether name (a base name or a slash-separated key) is a
-// file prep is still writing: a shard ("shard-000012.h5.tmp") or a
-// manifest ("manifest.json.tmp", "manifest-task-00003.json.tmp",
-// ".prep-progress.json.tmp") under its TempName. Other files that end in
-// .tmp belong to someone else and are left alone.
+// file prep is still writing: one of its own files (IsPrepFile) under its
+// TempName. Other files that end in .tmp belong to someone else and are
+// left alone.
 func IsTemp(name string) bool {
 	stem, ok := strings.CutSuffix(name[strings.LastIndexByte(name, '/')+1:], ".tmp")
-	if !ok {
-		return false
-	}
-	if num, ok := strings.CutPrefix(stem, "shard-"); ok {
-		digits := strings.IndexByte(num, '.')
-		return digits >= 6 && allDigits(num[:digits]) && len(num) > digits+1
-	}
-	return stem == "manifest.json" ||
-		strings.HasPrefix(stem, "manifest-task-") && strings.HasSuffix(stem, ".json") ||
-		strings.HasPrefix(stem, ".prep-progress") && strings.HasSuffix(stem, ".json")
+	return ok && IsPrepFile(stem)
 }
 
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
+// IsPrepFile reports whether base is the final name of a file prep
+// writes: a shard ("shard-000012.h5"), the manifest, a task's manifest
+// part ("manifest-task-00003.json") or a progress file
+// (".prep-progress.json", ".prep-progress-task-00003.json"). Anything
+// else, even a "shard-notes.txt", is the user's.
+func IsPrepFile(base string) bool {
+	if ext, ok := numbered(base, "shard-", 6); ok {
+		return len(ext) > 1 && ext[0] == '.' && !strings.Contains(ext[1:], ".")
 	}
-	return s != ""
+	if rest, ok := numbered(base, "manifest-task-", 5); ok {
+		return rest == ".json"
+	}
+	if rest, ok := numbered(base, ".prep-progress-task-", 5); ok {
+		return rest == ".json"
+	}
+	return base == "manifest.json" || base == ".prep-progress.json"
+}
+
+// numbered reports whether name is prefix followed by at least digits
+// decimal digits, and returns what follows them.
+func numbered(name, prefix string, digits int) (rest string, ok bool) {
+	rest, ok = strings.CutPrefix(name, prefix)
+	if !ok {
+		return "", false
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	return rest[i:], i >= digits
 }
