@@ -291,14 +291,23 @@ func (r *Recipe) apply(img *image.NRGBA, src Source, rng *rand.Rand, buf *Buffer
 		default:
 			img, p = io.applyImage(img, rng)
 		}
-		switch o.(type) {
-		case flip, gray, jitter:
-		default:
+		if !keepsGeometry(o) {
 			src = Source{}
 		}
 		r.record(params, i, p)
 	}
 	return img, params
+}
+
+// keepsGeometry reports whether o keeps the image's size and pixel grid,
+// up to a mirror: a Source still describes the image after it (flipped,
+// for a flip, as apply does), and scaling commutes with it (MinSide).
+func keepsGeometry(o op) bool {
+	switch o.(type) {
+	case flip, gray, jitter:
+		return true
+	}
+	return false
 }
 
 // opAt returns the i'th op, or nil past the end.
@@ -398,9 +407,10 @@ func (r *Recipe) MinSide() int {
 		return 0
 	}
 	for _, o := range r.ops {
-		switch o := o.(type) {
-		case flip, gray, jitter:
+		if keepsGeometry(o) {
 			continue
+		}
+		switch o := o.(type) {
 		case resize:
 			if o.short > 0 {
 				return o.short
