@@ -309,9 +309,14 @@ func sampleShape(shards []Shard, decoded int64, samples int) SampleShape {
 func wallPasses(ctx context.Context, shards []Shard, pool []*reader, rounds int) (prep, raw time.Duration, err error) {
 	opt := *pool[0].opt
 	opt.OnData, opt.Progress = nil, nil
+	// The quiet readers take over the pool's buffers and warmed tar
+	// state (the pool is idle from here on), so the first timed pass
+	// regrows nothing.
 	quiet := make([]*reader, len(pool))
 	for i, r := range pool {
-		quiet[i] = &reader{opt: &opt, buf: r.buf, lib: r.lib}
+		q := *r
+		q.opt = &opt
+		quiet[i] = &q
 	}
 	scratch := make([]ShardRead, len(shards))
 	passes := []struct {
