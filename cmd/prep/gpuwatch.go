@@ -89,7 +89,11 @@ func watch(ctx context.Context, out io.Writer, m monitor, c watchConfig) error {
 		return err
 	}
 	w := watchOutput{GPU: m.Name(), PID: c.pid, Interval: c.interval.String(), Stats: gpu.Summarize(samples, c.interval)}
-	if l, err := m.Link(); err == nil {
+	// The fastest link the samples saw: read after the run, an idle board
+	// may have trained down already.
+	if l := w.Stats.Link; l != (gpu.Link{}) {
+		w.PCIe = l.String()
+	} else if l, err := m.Link(); err == nil {
 		w.PCIe = l.String()
 	}
 	for _, s := range samples {
