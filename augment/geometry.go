@@ -280,11 +280,13 @@ func (o rrc) String() string {
 }
 
 func (o rrc) applyImage(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any) {
-	return o.apply(img, rng, nil)
+	return o.apply(img, false, rng, nil)
 }
 
-// apply is applyImage, resampling into memory of buf.
-func (o rrc) apply(img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*image.NRGBA, any) {
+// apply is applyImage, resampling into memory of buf. knownOpaque says
+// that every pixel of img has alpha 255 (Source.Opaque), which spares the
+// resample its scan of the alpha bytes.
+func (o rrc) apply(img *image.NRGBA, knownOpaque bool, rng *rand.Rand, buf *Buffers) (*image.NRGBA, any) {
 	sw, sh := img.Rect.Dx(), img.Rect.Dy()
 	if sw <= 0 || sh <= 0 {
 		return img, nil
@@ -294,7 +296,9 @@ func (o rrc) apply(img *image.NRGBA, rng *rand.Rand, buf *Buffers) (*image.NRGBA
 	if w == o.w && h == o.h {
 		return cropPad(img, win), []int{x, y, w, h}
 	}
-	return resample(img.SubImage(win.Add(img.Rect.Min)).(*image.NRGBA), o.w, o.h, buf), []int{x, y, w, h}
+	sub := img.SubImage(win.Add(img.Rect.Min)).(*image.NRGBA)
+	out := resampleWindow(sub, o.w, o.h, image.Rect(0, 0, o.w, o.h), Source{Opaque: knownOpaque}, buf)
+	return out, []int{x, y, w, h}
 }
 
 // window is torchvision's RandomResizedCrop.get_params: up to 10 tries of

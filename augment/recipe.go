@@ -287,7 +287,7 @@ func (r *Recipe) apply(img *image.NRGBA, src Source, rng *rand.Rand, buf *Buffer
 			}
 			p = flipped
 		case rrc:
-			img, p = o.apply(img, rng, buf)
+			img, p = o.apply(img, src.Opaque, rng, buf)
 		default:
 			img, p = io.applyImage(img, rng)
 		}

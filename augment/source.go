@@ -18,9 +18,10 @@ import (
 //
 // Opaque, independently of the rest, says that the decoder knows every
 // pixel has alpha 255 (a JPEG, a PNG without alpha channel or tRNS), so
-// the first resize skips its scan of the alpha bytes (opaque). It must
-// never be set for an image with any other alpha: the resampler would
-// give other bytes than imaging.Resize's, which handles transparency.
+// the first resize or rrc skips its scan of the alpha bytes (opaque). It
+// must never be set for an image with any other alpha: the resampler
+// would give other bytes than imaging.Resize's, which handles
+// transparency.
 type Source struct {
 	W, H           int
 	X0, Y0, DX, DY float64
