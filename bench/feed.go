@@ -220,7 +220,7 @@ func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, er
 	for i := range bufs {
 		bufs[i] = newBuffer(opt.Chunk)
 	}
-	var stopSampling func() (*Telemetry, error)
+	var stopSampling func() *Telemetry
 	if opt.Sampler != nil {
 		stopSampling = sample(opt.Sampler, opt.SampleEvery)
 	}
@@ -279,11 +279,7 @@ func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, er
 	err = g.Wait()
 	wall := time.Since(start)
 	if stopSampling != nil {
-		tel, serr := stopSampling()
-		res.Telemetry = tel
-		if serr != nil {
-			res.Telemetry.Error = serr.Error()
-		}
+		res.Telemetry = stopSampling()
 	} else {
 		res.NoTelemetry = "no GPU sampler"
 		if !res.GPU {
@@ -563,9 +559,9 @@ func linkSpeed(dev gpu.Device, host []byte, d gpu.DevicePtr, s gpu.Stream) (floa
 }
 
 // sample reads s every interval on a goroutine of its own until stop is
-// called; stop returns what was sampled, and the error that ended
-// sampling early, if one did.
-func sample(s gpu.Sampler, every time.Duration) (stop func() (*Telemetry, error)) {
+// called; stop returns what was sampled, with the error that ended
+// sampling early, if one did, in its Error.
+func sample(s gpu.Sampler, every time.Duration) (stop func() *Telemetry) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var samples []gpu.Sample
 	var err error
@@ -574,12 +570,13 @@ func sample(s gpu.Sampler, every time.Duration) (stop func() (*Telemetry, error)
 		defer close(done)
 		err = gpu.Watch(ctx, s, every, 0, func(x gpu.Sample) { samples = append(samples, x) })
 	}()
-	return func() (*Telemetry, error) {
+	return func() *Telemetry {
 		cancel()
 		<-done
-		if errors.Is(err, context.Canceled) {
-			err = nil
+		t := &Telemetry{Stats: gpu.Summarize(samples, every), Interval: every.String()}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Error = err.Error()
 		}
-		return &Telemetry{Stats: gpu.Summarize(samples, every), Interval: every.String()}, err
+		return t
 	}
 }
