@@ -13,10 +13,7 @@ import (
 func BenchmarkReadShard(b *testing.B) {
 	dir := b.TempDir()
 	writeHDF5(b, dir, 1, 800, 224, 224)
-	shards, err := Find(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
+	shards := findShards(b, dir)
 	s := &shards[0]
 	var payload int64
 	for _, d := range s.Datasets {
@@ -47,6 +44,7 @@ func BenchmarkReadShard(b *testing.B) {
 				b.SetBytes(payload)
 			}
 			for b.Loop() {
+				var err error
 				if bc.raw {
 					err = r.raw(ctx, s, &out)
 				} else {
@@ -73,10 +71,7 @@ func BenchmarkReadShardPaired(b *testing.B) {
 		} else {
 			writeTar(b, dir, 1, 250, 224, 224)
 		}
-		shards, err := Find(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
+		shards := findShards(b, dir)
 		s := &shards[0]
 		ctx := context.Background()
 		for _, direct := range []bool{false, true} {

@@ -21,10 +21,7 @@ import (
 func TestFeedHDF5(t *testing.T) {
 	dir := t.TempDir()
 	m := writeHDF5(t, dir, 3, 40, 24, 32)
-	shards, err := Find(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	shards := findShards(t, dir)
 	want := make(map[string]string)
 	var dataBytes int64
 	for _, s := range m.Shards {
@@ -91,10 +88,7 @@ func TestFeedHDF5(t *testing.T) {
 func TestFeedTar(t *testing.T) {
 	dir := t.TempDir()
 	m := writeTar(t, dir, 2, 7, 20, 30)
-	shards, err := Find(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	shards := findShards(t, dir)
 	want := make(map[string]string)
 	for _, s := range m.Shards {
 		f, err := os.Open(filepath.Join(dir, s.File))
@@ -150,10 +144,7 @@ func (g *steadyGPU) Sample() (gpu.Sample, error) {
 func TestFeedTelemetry(t *testing.T) {
 	dir := t.TempDir()
 	writeHDF5(t, dir, 2, 20, 16, 16)
-	shards, err := Find(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	shards := findShards(t, dir)
 	for _, tc := range []struct {
 		name  string
 		err   error

@@ -106,3 +106,13 @@ func python(t *testing.T, script string, args ...string) {
 		t.Fatalf("python: %v\n%s", err, out)
 	}
 }
+
+// findShards returns Find(dir), failing the test on an error.
+func findShards(t testing.TB, dir string) []Shard {
+	t.Helper()
+	shards, err := Find(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shards
+}

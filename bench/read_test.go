@@ -48,10 +48,7 @@ func (hs *hashes) sum(file, ds string) string {
 func TestReadHDF5(t *testing.T) {
 	dir := t.TempDir()
 	m := writeHDF5(t, dir, 3, 40, 24, 32)
-	shards, err := Find(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	shards := findShards(t, dir)
 	if len(shards) != 3 || shards[0].Count != 40 || shards[0].Format != HDF5 {
 		t.Fatalf("Find: %+v", shards)
 	}
@@ -135,10 +132,7 @@ with h5py.File(sys.argv[1], "w") as f:
     f["labels"] = np.arange(5, dtype=np.int64)
     f.create_dataset("extra", data=rng.standard_normal((50, 7)).astype(np.float32), chunks=(8, 7))
 `, path)
-	shards, err := Find(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	shards := findShards(t, dir)
 	if len(shards) != 1 || shards[0].Count != 5 {
 		t.Fatalf("Find: %+v", shards)
 	}
@@ -167,10 +161,7 @@ with h5py.File(sys.argv[1], "w") as f:
 func TestReadTar(t *testing.T) {
 	dir := t.TempDir()
 	writeTar(t, dir, 2, 7, 20, 30)
-	shards, err := Find(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	shards := findShards(t, dir)
 	for _, tc := range []struct {
 		name string
 		opt  ReadOptions
