@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -28,7 +29,17 @@ type job struct {
 	err     error              // fetch error, for every copy
 	samples [][]formats.Sample // per copy
 	errs    []error            // per copy
+	left    atomic.Int32       // copies not yet decoded
 	done    chan struct{}      // closed when samples/errs are final
+}
+
+// task is one copy of a job, the unit the decode workers share: the
+// copies of one input spread over the workers, so an input with many
+// copies does not leave the other workers idle while one converts them
+// all (and the sink, which writes in order, waits on it).
+type task struct {
+	j *job
+	c int
 }
 
 // pipeline runs lister -> fetch -> decode+augment -> sink over this task's
@@ -38,7 +49,7 @@ func (r *run) pipeline(ctx context.Context) error {
 	// The FIFO's capacity bounds the jobs in flight, and so memory.
 	order := make(chan *job, r.opt.IOWorkers+2*r.opt.Workers)
 	fetchQ := make(chan *job)
-	decodeQ := make(chan *job)
+	decodeQ := make(chan task)
 
 	g.Go(func() error {
 		defer close(order)
@@ -100,7 +111,7 @@ func (r *run) list(ctx context.Context, order, fetchQ chan<- *job) error {
 	return flush()
 }
 
-func fetchLoop(ctx context.Context, in <-chan *job, out chan<- *job) error {
+func fetchLoop(ctx context.Context, in <-chan *job, out chan<- task) error {
 	for {
 		var j *job
 		select {
@@ -129,19 +140,24 @@ func fetchLoop(ctx context.Context, in <-chan *job, out chan<- *job) error {
 				return ctx.Err()
 			}
 		}
-		if err := send(ctx, out, j); err != nil {
-			return err
+		n := j.c1 - j.c0
+		j.samples, j.errs = make([][]formats.Sample, n), make([]error, n)
+		j.left.Store(int32(n))
+		for c := j.c0; c < j.c1; c++ {
+			if err := send(ctx, out, task{j, c}); err != nil {
+				return err
+			}
 		}
 	}
 }
 
-func (r *run) decodeLoop(ctx context.Context, in <-chan *job) error {
+func (r *run) decodeLoop(ctx context.Context, in <-chan task) error {
 	// One generator per worker, reseeded per sample: the same stream as
 	// NewRand's without two allocations a sample.
 	pcg := rand.NewPCG(0, 0)
 	rng := rand.New(pcg)
 	for {
-		var j *job
+		var t task
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -149,18 +165,15 @@ func (r *run) decodeLoop(ctx context.Context, in <-chan *job) error {
 			if !ok {
 				return nil
 			}
-			j = v
+			t = v
 		}
-		n := j.c1 - j.c0
-		j.samples, j.errs = make([][]formats.Sample, n), make([]error, n)
-		for c := j.c0; c < j.c1; c++ {
-			if j.err != nil {
-				j.errs[c-j.c0] = j.err
-				continue
-			}
+		j, i := t.j, t.c-t.j.c0
+		if j.err != nil {
+			j.errs[i] = j.err
+		} else {
 			h := r.opt.Handler(j.entry.Key)
-			pcg.Seed(SampleSeed(r.opt.Seed, j.entry.Key, c))
-			s, err := h.Samples(ctx, j.in, c, rng)
+			pcg.Seed(SampleSeed(r.opt.Seed, j.entry.Key, t.c))
+			s, err := h.Samples(ctx, j.in, t.c, rng)
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -169,10 +182,12 @@ func (r *run) decodeLoop(ctx context.Context, in <-chan *job) error {
 					return fmt.Errorf("%s: %w", j.in.Source, err)
 				}
 			}
-			j.samples[c-j.c0], j.errs[c-j.c0] = s, err
+			j.samples[i], j.errs[i] = s, err
 		}
-		j.in = nil // the raw bytes are no longer needed
-		close(j.done)
+		if j.left.Add(-1) == 0 {
+			j.in = nil // the raw bytes are no longer needed
+			close(j.done)
+		}
 	}
 }
 
