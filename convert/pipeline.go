@@ -269,7 +269,11 @@ func (r *run) sink(ctx context.Context, order <-chan *job) (err error) {
 					cur.w = w
 				}
 				if err := cur.w.Add(s); err != nil {
-					if !errors.Is(err, formats.ErrIncompatible) || r.opt.Strict {
+					if !errors.Is(err, formats.ErrIncompatible) {
+						// A writer that streams the shard fails here on a full disk.
+						return destErr(r.opt.Sink, ShardName(cur.index, r.opt.Format.Ext()), err)
+					}
+					if r.opt.Strict {
 						return fmt.Errorf("shard %d: %w", cur.index, err)
 					}
 					cur.skipped = append(cur.skipped, manifest.Skipped{Key: s.Key, Reason: err.Error()})

@@ -150,10 +150,12 @@ type ShardWriter interface {
 	Abort() error
 }
 
-// Expecter is implemented by shard writers that gather samples in memory:
-// Expect tells them, before the first Add, how many samples the shard is
-// planned to hold, so that they can size their buffers once rather than
-// grow them by copying. It is a hint; more or fewer samples may come.
+// Expecter is implemented by shard writers whose layout depends on the
+// shard's length: Expect tells them, before the first Add, how many
+// samples the shard is planned to hold, so that they can lay the file out
+// up front and stream samples into it (HDF5), or at least size their
+// buffers once rather than grow them by copying. It is a hint; more or
+// fewer samples may come.
 type Expecter interface {
 	Expect(samples int)
 }

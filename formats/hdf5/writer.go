@@ -27,9 +27,12 @@ func (Format) Name() string { return "hdf5" }
 // Ext returns ".h5".
 func (Format) Ext() string { return ".h5" }
 
-// Create starts a shard at path. Samples are gathered in memory, because a
-// contiguous HDF5 dataset needs its final length when it is created; the
-// buffers are pooled, so successive shards reuse memory already touched.
+// Create starts a shard at path. A contiguous HDF5 dataset needs its final
+// length when it is created, so a writer told the shard's length (Expect)
+// streams each sample into the file as it comes (stream.go); otherwise, or
+// when the samples turn out not to fit that plan, they are gathered in
+// memory, in pooled buffers so that successive shards reuse memory
+// already touched.
 func (Format) Create(path string, meta formats.ShardMeta) (formats.ShardWriter, error) {
 	return &writer{path: path, meta: meta}, nil
 }
@@ -72,9 +75,10 @@ func putBuf(b *[]byte) {
 type column struct {
 	name  string
 	dtype formats.DType
-	shape []int // the first sample's shape
-	fixed bool  // every sample so far has shape
-	buf   *[]byte
+	shape []int   // the first sample's shape
+	fixed bool    // every sample so far has shape
+	size  int     // bytes per sample while fixed
+	buf   *[]byte // gathered samples; nil while streaming
 	// shapes holds every sample's shape once the column turns ragged;
 	// while it is fixed, each shape is just shape.
 	shapes [][]int
@@ -89,6 +93,7 @@ type writer struct {
 	labels []int64
 	keys   []string
 	rate   int // the first sample's audio rate; every sample must share it
+	stream *stream
 }
 
 // Expect sizes the shard's buffers from the first sample: growing a
@@ -106,15 +111,23 @@ func (w *writer) Add(s *formats.Sample) error {
 	if len(w.keys) == 0 {
 		w.rate = s.Rate
 		for _, f := range s.Fields {
-			buf := getBuf()
-			*buf = (*buf)[:0]
-			if need := w.expect * len(f.Data); cap(*buf) < need {
-				*buf = make([]byte, 0, need)
-			}
-			w.cols = append(w.cols, &column{name: f.Name, dtype: f.DType, shape: slices.Clone(f.Shape), fixed: true, buf: buf})
+			w.cols = append(w.cols, &column{name: f.Name, dtype: f.DType, shape: slices.Clone(f.Shape), fixed: true, size: len(f.Data)})
 		}
 		w.labels = make([]int64, 0, w.expect)
 		w.keys = make([]string, 0, w.expect)
+		if err := w.start(); err != nil {
+			return err
+		}
+	}
+	if w.stream != nil && !w.fits(s) {
+		if err := w.gather(); err != nil {
+			return err
+		}
+	}
+	if w.stream != nil {
+		if err := w.stream.add(s, len(w.keys)); err != nil {
+			return fmt.Errorf("write shard %s: %w", w.path, err)
+		}
 	}
 	for i, f := range s.Fields {
 		c := w.cols[i]
@@ -128,12 +141,37 @@ func (w *writer) Add(s *formats.Sample) error {
 		if !c.fixed {
 			c.shapes = append(c.shapes, slices.Clone(f.Shape))
 		}
-		*c.buf = append(*c.buf, f.Data...)
+		if c.buf != nil {
+			*c.buf = append(*c.buf, f.Data...)
+		}
 		c.n++
 	}
 	w.labels = append(w.labels, s.Label)
 	w.keys = append(w.keys, s.Key)
 	return nil
+}
+
+// fits reports whether s has a place in the streamed file: the shard is
+// not yet full and every field has its column's shape.
+func (w *writer) fits(s *formats.Sample) bool {
+	if len(w.keys) >= w.expect {
+		return false
+	}
+	for i, f := range s.Fields {
+		if !slices.Equal(f.Shape, w.cols[i].shape) {
+			return false
+		}
+	}
+	return true
+}
+
+// buffer gives c a pooled buffer with room for the shard's samples.
+func (w *writer) buffer(c *column) {
+	c.buf = getBuf()
+	*c.buf = (*c.buf)[:0]
+	if need := max(w.expect, c.n+1) * c.size; cap(*c.buf) < need {
+		*c.buf = make([]byte, 0, need)
+	}
 }
 
 // Dataset names. A field name is a dataset in the root group, or, as
@@ -217,7 +255,9 @@ func (w *writer) check(s *formats.Sample) error {
 
 func (w *writer) release() {
 	for _, c := range w.cols {
-		putBuf(c.buf)
+		if c.buf != nil {
+			putBuf(c.buf)
+		}
 		c.buf = nil
 	}
 	w.cols = nil
@@ -225,6 +265,10 @@ func (w *writer) release() {
 
 func (w *writer) Abort() error {
 	w.release()
+	if w.stream != nil {
+		w.stream.close()
+		w.stream = nil
+	}
 	err := os.Remove(formats.TempName(w.path))
 	if os.IsNotExist(err) {
 		return nil
@@ -235,7 +279,18 @@ func (w *writer) Abort() error {
 func (w *writer) Close() (formats.ShardInfo, error) {
 	defer w.release()
 	tmp := formats.TempName(w.path)
-	infos, err := w.write(tmp)
+	if w.stream != nil && len(w.keys) != w.expect {
+		if err := w.gather(); err != nil {
+			return formats.ShardInfo{}, err
+		}
+	}
+	var infos []formats.DatasetInfo
+	var err error
+	if w.stream != nil {
+		infos, err = w.finishStream()
+	} else {
+		infos, err = w.write(tmp)
+	}
 	if err != nil {
 		os.Remove(tmp)
 		return formats.ShardInfo{}, fmt.Errorf("write shard %s: %w", w.path, err)
@@ -293,13 +348,8 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 		return nil
 	}
 	for _, c := range w.cols {
-		if g, _, ok := strings.Cut(c.name, "/"); ok && !made[g] {
-			grp, err := f.CreateGroup(g)
-			if err != nil {
-				return nil, fmt.Errorf("group %s: %w", g, err)
-			}
-			grp.Close()
-			made[g] = true
+		if err := makeGroup(f, c.name, made); err != nil {
+			return nil, err
 		}
 		if c.fixed {
 			if err := add(c.name, c.dtype, append([]int{n}, c.shape...), *c.buf); err != nil {
@@ -311,9 +361,30 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 			return nil, err
 		}
 	}
-	if err := add("labels", formats.Int64, []int{n}, int64Bytes(w.labels)); err != nil {
-		return nil, err
+	return w.writeTail(f, infos)
+}
+
+// makeGroup creates the group of a "GROUP/NAME" field once.
+func makeGroup(f *hdf5.File, name string, made map[string]bool) error {
+	g, _, ok := strings.Cut(name, "/")
+	if !ok || made[g] {
+		return nil
 	}
+	grp, err := f.CreateGroup(g)
+	if err != nil {
+		return fmt.Errorf("group %s: %w", g, err)
+	}
+	made[g] = true
+	return grp.Close()
+}
+
+// writeTail adds what follows the columns: labels, keys and attributes.
+func (w *writer) writeTail(f *hdf5.File, infos []formats.DatasetInfo) ([]formats.DatasetInfo, error) {
+	info, err := writeDataset(f, "labels", formats.Int64, []int{len(w.keys)}, int64Bytes(w.labels))
+	if err != nil {
+		return nil, fmt.Errorf("dataset labels: %w", err)
+	}
+	infos = append(infos, info)
 	if err := writeKeys(f, w.keys, &infos); err != nil {
 		return nil, err
 	}

@@ -154,40 +154,66 @@ func TestReproducible(t *testing.T) {
 	}
 }
 
-// TestExpect checks that the size hint, right or wrong, changes no byte,
-// also when the column turns ragged after some samples.
+// TestExpect checks that the size hint, right or wrong, changes no byte:
+// a shard streamed into the file (the hint right, fixed shapes) equals
+// one gathered in memory (no hint), and so does one that starts streaming
+// and falls back to gathering, when more or fewer samples come than the
+// hint said or the column turns ragged after some samples.
 func TestExpect(t *testing.T) {
 	dir := t.TempDir()
-	samples := []*formats.Sample{imageSample("k1", 0, 3, 3, 1), imageSample("k2", 1, 3, 3, 2), imageSample("k3", 1, 4, 3, 3)}
-	var sums []string
-	for _, expect := range []int{-1, 0, 1, 3, 100} {
-		path := filepath.Join(dir, fmt.Sprintf("e%d.h5", expect))
-		w, err := Format{}.Create(path, formats.ShardMeta{Version: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if expect >= 0 {
-			w.(formats.Expecter).Expect(expect)
-		}
-		for _, s := range samples {
-			if err := w.Add(s); err != nil {
+	for _, tc := range []struct {
+		name    string
+		samples []*formats.Sample
+		shapes  any // h5py's shapes dataset, nil for none
+	}{
+		{"fixed", []*formats.Sample{imageSample("k1", 0, 3, 3, 1), imageSample("k2", 1, 3, 3, 2), imageSample("k3", 1, 3, 3, 3)}, nil},
+		{"ragged", []*formats.Sample{imageSample("k1", 0, 3, 3, 1), imageSample("k2", 1, 3, 3, 2), imageSample("k3", 1, 4, 3, 3)},
+			[]any{[]any{3, 3, 3}, []any{3, 3, 3}, []any{4, 3, 3}}},
+	} {
+		var sums []string
+		for _, expect := range []int{-1, 0, 1, 2, 3, 100} {
+			path := filepath.Join(dir, fmt.Sprintf("%s%d.h5", tc.name, expect))
+			w, err := Format{}.Create(path, formats.ShardMeta{Version: "test"})
+			if err != nil {
 				t.Fatal(err)
 			}
+			if expect >= 0 {
+				w.(formats.Expecter).Expect(expect)
+			}
+			for _, s := range tc.samples {
+				if err := w.Add(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			info, err := w.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sums = append(sums, info.SHA256)
+			if got := info.Datasets[0].Size; got != 3*27 && tc.shapes == nil {
+				t.Errorf("%s, hint %d: data size %d, want %d", tc.name, expect, got, 3*27)
+			}
+			m := h5py(t, path, `out["data"] = f["data"][...].flatten().tolist()
+out["keys"] = [k.decode() for k in f["keys"][...]]
+out["shapes"] = f["shapes"][...].tolist() if "shapes" in f else None`)
+			var want []any
+			for _, s := range tc.samples {
+				for _, b := range s.Fields[0].Data {
+					want = append(want, int(b))
+				}
+			}
+			if !jsonEqual(m["data"], want) || !jsonEqual(m["keys"], []any{"k1", "k2", "k3"}) || !jsonEqual(m["shapes"], tc.shapes) {
+				t.Errorf("%s, hint %d: read back %v", tc.name, expect, m)
+			}
 		}
-		info, err := w.Close()
-		if err != nil {
-			t.Fatal(err)
+		for i, s := range sums[1:] {
+			if s != sums[0] {
+				t.Errorf("%s, hint case %d: sha256 %s, without a hint %s", tc.name, i+1, s, sums[0])
+			}
 		}
-		sums = append(sums, info.SHA256)
 	}
-	for i, s := range sums[1:] {
-		if s != sums[0] {
-			t.Errorf("hint case %d: sha256 %s, without a hint %s", i+1, s, sums[0])
-		}
-	}
-	m := h5py(t, filepath.Join(dir, "e3.h5"), `out["shapes"] = f["shapes"][...].tolist()`)
-	if want := []any{[]any{3, 3, 3}, []any{3, 3, 3}, []any{4, 3, 3}}; !jsonEqual(m["shapes"], want) {
-		t.Errorf("shapes = %v, want %v", m["shapes"], want)
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
 
