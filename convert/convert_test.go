@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/formats"
@@ -532,4 +533,52 @@ func readSample(t *testing.T, dir string, m *manifest.Manifest, key string) []by
 	}
 	t.Fatalf("no sample %s in the shards", key)
 	return nil
+}
+
+// TestFatalStopsRun checks that a fatal error in either handler stage
+// stops a run with many inputs in flight, naming the input, rather than
+// leaving the other stages waiting on the failed sample.
+func TestFatalStopsRun(t *testing.T) {
+	src := t.TempDir()
+	writeImages(t, src, []string{"a"}, 60)
+	img := NewImageHandler(pngDecode, nil, cropAug{}, 0)
+	fail := func(key string) bool { return key == "a/007.png" }
+	for _, tc := range []struct {
+		name string
+		h    Handler
+	}{
+		{"samples", HandlerFunc(func(ctx context.Context, in *Input, c int, rng *rand.Rand) ([]formats.Sample, error) {
+			if fail(in.Key) {
+				return nil, Fatal(errors.New("broken tool"))
+			}
+			return img.Samples(ctx, in, c, rng)
+		})},
+		{"finish", failingFinish{img.(Stager), fail}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, _, err := convertDir(t, ctx, src, t.TempDir(), func(o *Options) {
+				o.Handler = func(string) Handler { return tc.h }
+				o.Workers, o.IOWorkers, o.Copies = 2, 2, 1
+			})
+			if err == nil || !strings.Contains(err.Error(), "broken tool") || !strings.Contains(err.Error(), "007.png") {
+				t.Fatalf("Run: %v, want the fatal error naming a/007.png", err)
+			}
+		})
+	}
+}
+
+// failingFinish is a Stager whose finish stage fails fatally for some keys.
+type failingFinish struct {
+	Stager
+	fail func(key string) bool
+}
+
+func (f failingFinish) Decode(ctx context.Context, in *Input, c int) (func(*rand.Rand) ([]formats.Sample, error), error) {
+	finish, err := f.Stager.Decode(ctx, in, c)
+	if err != nil || !f.fail(in.Key) {
+		return finish, err
+	}
+	return func(*rand.Rand) ([]formats.Sample, error) { return nil, Fatal(errors.New("broken tool")) }, nil
 }

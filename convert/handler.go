@@ -30,6 +30,21 @@ type Handler interface {
 	Samples(ctx context.Context, in *Input, copy int, rng *rand.Rand) ([]formats.Sample, error)
 }
 
+// Stager is implemented by handlers whose work splits into decoding, the
+// part that bounds a conversion's speed, and the rest (augmenting, copying
+// into the tensor). The pipeline runs the two parts on separate
+// goroutines, so that finishing one sample overlaps decoding the next:
+// with fewer decode workers than cores, a conversion runs at about the
+// speed of decoding alone.
+type Stager interface {
+	Handler
+	// Decode does the first part of Samples(ctx, in, copy, rng), drawing
+	// nothing from rng; finish does the rest, and its result is what
+	// Samples would return. finish runs once, on another goroutine, after
+	// Decode returns; in stays valid until it has.
+	Decode(ctx context.Context, in *Input, copy int) (finish func(rng *rand.Rand) ([]formats.Sample, error), err error)
+}
+
 // Recycler is implemented by handlers whose samples hold memory worth
 // reusing. The pipeline hands a sample back through Recycle once the shard
 // writer has copied it (formats.ShardWriter.Add returned) and touches it no

@@ -89,11 +89,27 @@ type imageHandler struct {
 // RGB: 38 MB); the bound only matters for unusually large samples.
 const maxFreeBytes = 256 << 20
 
-func (h *imageHandler) Samples(_ context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
+func (h *imageHandler) Samples(ctx context.Context, in *Input, copy int, rng *rand.Rand) ([]formats.Sample, error) {
+	finish, err := h.Decode(ctx, in, copy)
+	if err != nil {
+		return nil, err
+	}
+	return finish(rng)
+}
+
+// Decode decodes in; finish augments the image and copies it into the
+// sample's tensor (Stager).
+func (h *imageHandler) Decode(_ context.Context, in *Input, _ int) (func(*rand.Rand) ([]formats.Sample, error), error) {
 	img, src, err := h.decode(in.Data, h.minSide)
 	if err != nil {
 		return nil, err
 	}
+	return func(rng *rand.Rand) ([]formats.Sample, error) {
+		return h.finish(img, src, in, rng), nil
+	}, nil
+}
+
+func (h *imageHandler) finish(img *image.NRGBA, src augment.Source, in *Input, rng *rand.Rand) []formats.Sample {
 	// One allocation for the sample, its field and its shape.
 	one := &struct {
 		s     [1]formats.Sample
@@ -121,7 +137,7 @@ func (h *imageHandler) Samples(_ context.Context, in *Input, _ int, rng *rand.Ra
 	}
 	one.f[0] = formats.Field{Name: formats.DataField, Tensor: t}
 	one.s[0] = formats.Sample{Key: in.Key, Source: in.Source, Label: in.Label, Fields: one.f[:], Params: params}
-	return one.s[:], nil
+	return one.s[:]
 }
 
 // tensor copies img into an RGB tensor, reusing recycled bytes if any,

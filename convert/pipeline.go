@@ -42,14 +42,23 @@ type task struct {
 	c int
 }
 
-// pipeline runs lister -> fetch -> decode+augment -> sink over this task's
-// items, skipping the shards kept by resume.
+// finishing is a task whose input is decoded and whose samples await the
+// rest of the handler's work (Stager).
+type finishing struct {
+	task
+	finish func(rng *rand.Rand) ([]formats.Sample, error)
+}
+
+// pipeline runs lister -> fetch -> decode -> finish -> sink over this
+// task's items, skipping the shards kept by resume. Handlers that are not
+// Stagers do all their work in the decode stage.
 func (r *run) pipeline(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	// The FIFO's capacity bounds the jobs in flight, and so memory.
 	order := make(chan *job, r.opt.IOWorkers+2*r.opt.Workers)
 	fetchQ := make(chan *job)
 	decodeQ := make(chan task)
+	finishQ := make(chan finishing, r.opt.Workers)
 
 	g.Go(func() error {
 		defer close(order)
@@ -58,14 +67,22 @@ func (r *run) pipeline(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		defer close(decodeQ)
-		var fg errgroup.Group
+		fg, ctx := errgroup.WithContext(ctx)
 		for range r.opt.IOWorkers {
 			fg.Go(func() error { return fetchLoop(ctx, fetchQ, decodeQ) })
 		}
 		return fg.Wait()
 	})
+	g.Go(func() error {
+		defer close(finishQ)
+		dg, ctx := errgroup.WithContext(ctx)
+		for range r.opt.Workers {
+			dg.Go(func() error { return r.decodeLoop(ctx, decodeQ, finishQ) })
+		}
+		return dg.Wait()
+	})
 	for range r.opt.Workers {
-		g.Go(func() error { return r.decodeLoop(ctx, decodeQ) })
+		g.Go(func() error { return r.finishLoop(ctx, finishQ) })
 	}
 	g.Go(func() error { return r.sink(ctx, order) })
 	return g.Wait()
@@ -151,11 +168,10 @@ func fetchLoop(ctx context.Context, in <-chan *job, out chan<- task) error {
 	}
 }
 
-func (r *run) decodeLoop(ctx context.Context, in <-chan task) error {
-	// One generator per worker, reseeded per sample: the same stream as
-	// NewRand's without two allocations a sample.
-	pcg := rand.NewPCG(0, 0)
-	rng := rand.New(pcg)
+// decodeLoop decodes the tasks' inputs, handing what a Stager has left
+// to do to the finish stage; other handlers' samples it makes whole.
+func (r *run) decodeLoop(ctx context.Context, in <-chan task, out chan<- finishing) error {
+	rng := newReseeder()
 	for {
 		var t task
 		select {
@@ -167,28 +183,98 @@ func (r *run) decodeLoop(ctx context.Context, in <-chan task) error {
 			}
 			t = v
 		}
-		j, i := t.j, t.c-t.j.c0
+		j := t.j
 		if j.err != nil {
-			j.errs[i] = j.err
-		} else {
-			h := r.opt.Handler(j.entry.Key)
-			pcg.Seed(SampleSeed(r.opt.Seed, j.entry.Key, t.c))
-			s, err := h.Samples(ctx, j.in, t.c, rng)
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				if IsFatal(err) {
-					return fmt.Errorf("%s: %w", j.in.Source, err)
-				}
-			}
-			j.samples[i], j.errs[i] = s, err
+			r.done(t, nil, j.err)
+			continue
 		}
-		if j.left.Add(-1) == 0 {
-			j.in = nil // the raw bytes are no longer needed
-			close(j.done)
+		h := r.opt.Handler(j.entry.Key)
+		st, ok := h.(Stager)
+		if !ok {
+			s, err := h.Samples(ctx, j.in, t.c, rng.seed(r.opt.Seed, j.entry.Key, t.c))
+			if err := r.check(ctx, j, err); err != nil {
+				return err
+			}
+			r.done(t, s, err)
+			continue
+		}
+		finish, err := st.Decode(ctx, j.in, t.c)
+		if err != nil {
+			if err := r.check(ctx, j, err); err != nil {
+				return err
+			}
+			r.done(t, nil, err)
+			continue
+		}
+		if err := send(ctx, out, finishing{t, finish}); err != nil {
+			return err
 		}
 	}
+}
+
+// finishLoop completes the samples whose inputs decodeLoop decoded.
+func (r *run) finishLoop(ctx context.Context, in <-chan finishing) error {
+	rng := newReseeder()
+	for {
+		var f finishing
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case v, ok := <-in:
+			if !ok {
+				return nil
+			}
+			f = v
+		}
+		s, err := f.finish(rng.seed(r.opt.Seed, f.j.entry.Key, f.c))
+		if err := r.check(ctx, f.j, err); err != nil {
+			return err
+		}
+		r.done(f.task, s, err)
+	}
+}
+
+// check returns the error that stops the run, if a handler's err is one:
+// a fatal error or the run's cancellation. Others skip the sample.
+func (r *run) check(ctx context.Context, j *job, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if IsFatal(err) {
+		return fmt.Errorf("%s: %w", j.in.Source, err)
+	}
+	return nil
+}
+
+// done records a task's samples, or why it has none; the last of a job's
+// tasks hands the job to the sink.
+func (r *run) done(t task, s []formats.Sample, err error) {
+	j := t.j
+	j.samples[t.c-j.c0], j.errs[t.c-j.c0] = s, err
+	if j.left.Add(-1) == 0 {
+		j.in = nil // the raw bytes are no longer needed
+		close(j.done)
+	}
+}
+
+// reseeder is one goroutine's generator, reseeded per sample: the same
+// stream as NewRand's without two allocations a sample.
+type reseeder struct {
+	pcg *rand.PCG
+	rng *rand.Rand
+}
+
+func newReseeder() reseeder {
+	pcg := rand.NewPCG(0, 0)
+	return reseeder{pcg, rand.New(pcg)}
+}
+
+func (r reseeder) seed(seed uint64, key string, copy int) *rand.Rand {
+	r.pcg.Seed(SampleSeed(seed, key, copy))
+	return r.rng
 }
 
 // shardState is the shard the sink is filling.

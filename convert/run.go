@@ -33,7 +33,7 @@ type Options struct {
 
 	ShardSize     int64 // target bytes per shard
 	ItemsPerShard int   // items per shard; 0 = derived from ShardSize and the first sample
-	Workers       int   // decode+augment workers; 0 = NumCPU
+	Workers       int   // decode workers, and as many finishing (Stager); 0 = NumCPU
 	IOWorkers     int   // concurrent fetches; 0 = DefaultIOWorkers
 
 	TaskIndex, TaskCount int // this task's part of a distributed run

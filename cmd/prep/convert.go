@@ -94,7 +94,7 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.StringVar(&f.format, "format", "", "shard format: hdf5, png (PNG-0 in tar) or wav (WAV in tar); default hdf5, wav for audio")
 	fl.StringVar(&f.shardSize, "shard-size", "256MiB", "target shard size (B, KB, MB, GB, KiB, MiB, GiB)")
 	fl.IntVar(&f.itemsPerShard, "items-per-shard", 0, "inputs × copies per shard; 0 derives it from --shard-size")
-	fl.IntVar(&f.workers, "workers", 0, "decode+augment workers (default: number of CPUs)")
+	fl.IntVar(&f.workers, "workers", 0, "decode workers, each with an augmenting goroutine beside it (default: number of CPUs)")
 	fl.IntVar(&f.ioWorkers, "io-workers", convert.DefaultIOWorkers, "concurrent reads from the source")
 	fl.Uint64Var(&f.seed, "seed", 0, "random seed: the same inputs, recipe and seed give byte-identical shards")
 	fl.IntVar(&f.copies, "copies", 1, "independently augmented copies of each input")
