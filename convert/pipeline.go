@@ -27,16 +27,19 @@ type job struct {
 	c0, c1  int // copies [c0, c1)
 	in      *Input
 	err     error              // fetch error, for every copy
+	fetched chan struct{}      // closed when in/err are set
 	samples [][]formats.Sample // per copy
 	errs    []error            // per copy
-	left    atomic.Int32       // copies not yet decoded
-	done    chan struct{}      // closed when samples/errs are final
+	done    []chan struct{}    // per copy, closed when samples/errs are final
+	left    atomic.Int32       // copies not yet done
 }
 
 // task is one copy of a job, the unit the decode workers share: the
 // copies of one input spread over the workers, so an input with many
 // copies does not leave the other workers idle while one converts them
-// all (and the sink, which writes in order, waits on it).
+// all. Tasks go to the workers in the order the sink writes them, and the
+// sink takes each as soon as it is done, so it writes while the workers
+// decode rather than in a burst after them.
 type task struct {
 	j *job
 	c int
@@ -49,29 +52,35 @@ type finishing struct {
 	finish func(rng *rand.Rand) ([]formats.Sample, error)
 }
 
-// pipeline runs lister -> fetch -> decode -> finish -> sink over this
-// task's items, skipping the shards kept by resume. Handlers that are not
-// Stagers do all their work in the decode stage.
+// pipeline runs lister -> fetch -> dispatch -> decode -> finish -> sink
+// over this task's items, skipping the shards kept by resume. Handlers
+// that are not Stagers do all their work in the decode stage.
 func (r *run) pipeline(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	// The FIFO's capacity bounds the jobs in flight, and so memory.
-	order := make(chan *job, r.opt.IOWorkers+2*r.opt.Workers)
+	// The FIFOs' capacity bounds the jobs in flight, and so memory.
+	inFlight := r.opt.IOWorkers + 2*r.opt.Workers
+	order := make(chan *job, inFlight)
+	dispatchQ := make(chan *job, inFlight)
 	fetchQ := make(chan *job)
 	decodeQ := make(chan task)
 	finishQ := make(chan finishing, r.opt.Workers)
 
 	g.Go(func() error {
 		defer close(order)
+		defer close(dispatchQ)
 		defer close(fetchQ)
-		return r.list(ctx, order, fetchQ)
+		return r.list(ctx, order, dispatchQ, fetchQ)
+	})
+	g.Go(func() error {
+		fg, ctx := errgroup.WithContext(ctx)
+		for range r.opt.IOWorkers {
+			fg.Go(func() error { return fetchLoop(ctx, fetchQ) })
+		}
+		return fg.Wait()
 	})
 	g.Go(func() error {
 		defer close(decodeQ)
-		fg, ctx := errgroup.WithContext(ctx)
-		for range r.opt.IOWorkers {
-			fg.Go(func() error { return fetchLoop(ctx, fetchQ, decodeQ) })
-		}
-		return fg.Wait()
+		return dispatch(ctx, dispatchQ, decodeQ)
 	})
 	g.Go(func() error {
 		defer close(finishQ)
@@ -98,16 +107,24 @@ func send[T any](ctx context.Context, ch chan<- T, v T) error {
 }
 
 // list emits one job per input, in index order, skipping kept shards.
-func (r *run) list(ctx context.Context, order, fetchQ chan<- *job) error {
+func (r *run) list(ctx context.Context, order, dispatchQ, fetchQ chan<- *job) error {
 	var j *job
 	flush := func() error {
 		if j == nil {
 			return nil
 		}
-		if err := send(ctx, order, j); err != nil {
-			return err
+		n := j.c1 - j.c0
+		j.samples, j.errs, j.done = make([][]formats.Sample, n), make([]error, n), make([]chan struct{}, n)
+		for i := range j.done {
+			j.done[i] = make(chan struct{})
 		}
-		return send(ctx, fetchQ, j)
+		j.left.Store(int32(n))
+		for _, q := range []chan<- *job{order, dispatchQ, fetchQ} {
+			if err := send(ctx, q, j); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	copies := r.opt.Copies
 	for item := r.lo; item < r.hi; item++ {
@@ -123,12 +140,12 @@ func (r *run) list(ctx context.Context, order, fetchQ chan<- *job) error {
 		if err := flush(); err != nil {
 			return err
 		}
-		j = &job{entry: r.l.Entries[e], index: e, c0: c, c1: c + 1, done: make(chan struct{})}
+		j = &job{entry: r.l.Entries[e], index: e, c0: c, c1: c + 1, fetched: make(chan struct{})}
 	}
 	return flush()
 }
 
-func fetchLoop(ctx context.Context, in <-chan *job, out chan<- task) error {
+func fetchLoop(ctx context.Context, in <-chan *job) error {
 	for {
 		var j *job
 		select {
@@ -157,15 +174,27 @@ func fetchLoop(ctx context.Context, in <-chan *job, out chan<- task) error {
 				return ctx.Err()
 			}
 		}
-		n := j.c1 - j.c0
-		j.samples, j.errs = make([][]formats.Sample, n), make([]error, n)
-		j.left.Store(int32(n))
+		close(j.fetched)
+	}
+}
+
+// dispatch hands out the jobs' copies as tasks in index order, each job's
+// once it is fetched: the fetches run ahead in parallel, the decoding
+// follows the order the sink writes in.
+func dispatch(ctx context.Context, in <-chan *job, out chan<- task) error {
+	for j := range in {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-j.fetched:
+		}
 		for c := j.c0; c < j.c1; c++ {
 			if err := send(ctx, out, task{j, c}); err != nil {
 				return err
 			}
 		}
 	}
+	return ctx.Err()
 }
 
 // decodeLoop decodes the tasks' inputs, handing what a Stager has left
@@ -249,15 +278,14 @@ func (r *run) check(ctx context.Context, j *job, err error) error {
 	return nil
 }
 
-// done records a task's samples, or why it has none; the last of a job's
-// tasks hands the job to the sink.
+// done records a task's samples, or why it has none, for the sink.
 func (r *run) done(t task, s []formats.Sample, err error) {
-	j := t.j
-	j.samples[t.c-j.c0], j.errs[t.c-j.c0] = s, err
+	j, i := t.j, t.c-t.j.c0
 	if j.left.Add(-1) == 0 {
 		j.in = nil // the raw bytes are no longer needed
-		close(j.done)
 	}
+	j.samples[i], j.errs[i] = s, err
+	close(j.done[i])
 }
 
 // reseeder is one goroutine's generator, reseeded per sample: the same
@@ -309,12 +337,12 @@ func (r *run) sink(ctx context.Context, order <-chan *job) (err error) {
 			}
 			j = v
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-j.done:
-		}
 		for c := j.c0; c < j.c1; c++ {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-j.done[c-j.c0]:
+			}
 			item := j.index*r.opt.Copies + c
 			if shard := item / r.perShard; cur == nil || cur.index != shard {
 				if err := r.finish(ctx, cur); err != nil {
