@@ -26,6 +26,7 @@ type cudaAPI struct {
 	cuDeviceGetCount    func(count *int32) int32
 	cuDeviceGet         func(dev *int32, ordinal int32) int32
 	cuDeviceGetName     func(name *byte, n int32, dev int32) int32
+	cuDeviceGetPCIBusId func(id *byte, n int32, dev int32) int32
 	cuCtxCreate         func(ctx *uintptr, flags uint32, dev int32) int32
 	cuCtxDestroy        func(ctx uintptr) int32
 	cuMemAllocHost      func(p *unsafe.Pointer, size uintptr) int32
@@ -74,6 +75,7 @@ func loadCUDA() (*cudaAPI, error) {
 			{&a.cuDeviceGetCount, "cuDeviceGetCount"},
 			{&a.cuDeviceGet, "cuDeviceGet"},
 			{&a.cuDeviceGetName, "cuDeviceGetName"},
+			{&a.cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId"},
 			{&a.cuCtxCreate, "cuCtxCreate_v2"},
 			{&a.cuCtxDestroy, "cuCtxDestroy_v2"},
 			{&a.cuMemAllocHost, "cuMemAllocHost_v2"},
@@ -132,6 +134,7 @@ func cString(p *byte) string {
 type cudaDevice struct {
 	api   *cudaAPI
 	name  string
+	bus   string // PCI bus ID, "" if the driver did not say
 	ctx   uintptr
 	calls chan func()
 	quit  chan struct{} // closed by Close after the context is destroyed
@@ -200,10 +203,11 @@ func (d *cudaDevice) init(index int) error {
 	if err := a.err("cuDeviceGetName", a.cuDeviceGetName(&buf[0], int32(len(buf)), dev)); err != nil {
 		return err
 	}
-	if i := bytes.IndexByte(buf, 0); i >= 0 {
-		buf = buf[:i]
+	d.name = fmt.Sprintf("GPU %d: %s", index, cBytes(buf))
+	bus := make([]byte, 32) // "0000:17:00.0" and its NUL
+	if a.cuDeviceGetPCIBusId(&bus[0], int32(len(bus)), dev) == cudaSuccess {
+		d.bus = string(cBytes(bus))
 	}
-	d.name = fmt.Sprintf("GPU %d: %s", index, buf)
 	return a.err("cuCtxCreate_v2", a.cuCtxCreate(&d.ctx, 0, dev))
 }
 
@@ -220,8 +224,19 @@ func (d *cudaDevice) do(f func() error) (err error) {
 	return <-errc
 }
 
+// cBytes is b up to its first NUL.
+func cBytes(b []byte) []byte {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return b[:i]
+	}
+	return b
+}
+
 func (d *cudaDevice) Name() string { return d.name }
-func (d *cudaDevice) IsGPU() bool  { return true }
+
+// PCIBusID returns the GPU's PCI bus ID as CUDA gives it.
+func (d *cudaDevice) PCIBusID() string { return d.bus }
+func (d *cudaDevice) IsGPU() bool      { return true }
 
 func (d *cudaDevice) AllocHost(n int) ([]byte, error) {
 	var p unsafe.Pointer

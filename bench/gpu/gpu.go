@@ -54,6 +54,13 @@ type Device interface {
 	Close() error
 }
 
+// PCIDevice is implemented by Devices that know their PCI bus ID, by
+// which NVML finds the same GPU (OpenMonitorBus) whatever order
+// CUDA_VISIBLE_DEVICES or CUDA_DEVICE_ORDER give CUDA's indices.
+type PCIDevice interface {
+	PCIBusID() string
+}
+
 // noGPU builds an error that wraps ErrNoGPU but prints only msg.
 func noGPU(format string, args ...any) error {
 	return noGPUError(fmt.Sprintf(format, args...))

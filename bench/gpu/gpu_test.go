@@ -93,6 +93,18 @@ func TestOpenCUDA(t *testing.T) {
 			t.Errorf("IsGPU=%v name=%q", d.IsGPU(), d.Name())
 		}
 		roundTrip(t, d)
+		// NVML must find the same GPU by CUDA's bus ID.
+		if bus := d.(PCIDevice).PCIBusID(); bus == "" {
+			t.Error("no PCI bus ID from CUDA")
+		} else if m, err := OpenMonitorBus(bus, 0); err != nil {
+			t.Errorf("OpenMonitorBus(%q): %v", bus, err)
+		} else {
+			_, model, _ := strings.Cut(d.Name(), ": ")
+			if !strings.HasSuffix(m.Name(), ": "+model) {
+				t.Errorf("NVML at bus %s is %q, CUDA's device is %q", bus, m.Name(), d.Name())
+			}
+			m.Close()
+		}
 		if _, err := OpenCUDA(1 << 20); !errors.Is(err, ErrNoGPU) || !strings.HasPrefix(err.Error(), "GPU 1048576 not found: this machine has ") {
 			t.Errorf("OpenCUDA(1<<20) = %v", err)
 		}
@@ -109,20 +121,35 @@ func TestOpenCUDA(t *testing.T) {
 }
 
 func TestOpenMonitor(t *testing.T) {
-	m, err := OpenMonitor(0, 0)
-	if err == nil {
-		defer m.Close()
-		if _, err := m.Sample(); err != nil {
-			t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		open func() (*Monitor, error)
+	}{
+		{"index", func() (*Monitor, error) { return OpenMonitor(0, 0) }},
+		{"bus", func() (*Monitor, error) { return OpenMonitorBus("0000:ff:1f.7", 0) }},
+	} {
+		m, err := tc.open()
+		if err == nil {
+			if tc.name == "index" {
+				if _, err := m.Sample(); err != nil {
+					t.Error(err)
+				}
+			} else {
+				t.Errorf("%s: opened a GPU at a bus no GPU sits on: %s", tc.name, m.Name())
+			}
+			m.Close()
+			continue
 		}
-		return
-	}
-	if !errors.Is(err, ErrNoGPU) {
-		t.Fatalf("OpenMonitor error %v does not wrap ErrNoGPU", err)
-	}
-	if !haveLib("libnvidia-ml.so.1") {
-		if want := "libnvidia-ml.so.1 not found: no NVIDIA driver on this machine"; err.Error() != want {
-			t.Fatalf("OpenMonitor error %q, want %q", err, want)
+		if tc.name == "bus" && haveLib("libnvidia-ml.so.1") {
+			continue // an NVML error for the made-up bus
+		}
+		if !errors.Is(err, ErrNoGPU) {
+			t.Fatalf("%s: OpenMonitor error %v does not wrap ErrNoGPU", tc.name, err)
+		}
+		if !haveLib("libnvidia-ml.so.1") {
+			if want := "libnvidia-ml.so.1 not found: no NVIDIA driver on this machine"; err.Error() != want {
+				t.Fatalf("%s: OpenMonitor error %q, want %q", tc.name, err, want)
+			}
 		}
 	}
 }

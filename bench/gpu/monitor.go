@@ -21,6 +21,33 @@ type Monitor struct {
 // OpenMonitor opens GPU index through NVML. With pid > 0, Util reports that
 // process's SM utilization instead of the whole device's.
 func OpenMonitor(index, pid int) (*Monitor, error) {
+	return openMonitor(pid, func(n int) (nvml.Device, error) {
+		if index < 0 || index >= n {
+			return nil, noGPU("GPU %d not found: this machine has %d", index, n)
+		}
+		dev, ret := nvml.DeviceGetHandleByIndex(index)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("NVML GPU %d: %s", index, nvml.ErrorString(ret))
+		}
+		return dev, nil
+	})
+}
+
+// OpenMonitorBus opens the GPU at PCI bus ID bus (as CUDA gives it, for
+// example "0000:17:00.0") through NVML, as OpenMonitor does.
+func OpenMonitorBus(bus string, pid int) (*Monitor, error) {
+	return openMonitor(pid, func(int) (nvml.Device, error) {
+		dev, ret := nvml.DeviceGetHandleByPciBusId(bus)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("NVML GPU at PCI bus %s: %s", bus, nvml.ErrorString(ret))
+		}
+		return dev, nil
+	})
+}
+
+// openMonitor starts NVML and opens the device get picks among the n
+// the machine has.
+func openMonitor(pid int, get func(n int) (nvml.Device, error)) (*Monitor, error) {
 	switch ret := nvml.Init(); ret {
 	case nvml.SUCCESS:
 	case nvml.ERROR_LIBRARY_NOT_FOUND:
@@ -35,16 +62,13 @@ func OpenMonitor(index, pid int) (*Monitor, error) {
 		nvml.Shutdown()
 		return nil, fmt.Errorf("%w: NVML device count: %s", ErrNoGPU, nvml.ErrorString(ret))
 	}
-	if index < 0 || index >= n {
+	dev, err := get(n)
+	if err != nil {
 		nvml.Shutdown()
-		return nil, noGPU("GPU %d not found: this machine has %d", index, n)
-	}
-	dev, ret := nvml.DeviceGetHandleByIndex(index)
-	if ret != nvml.SUCCESS {
-		nvml.Shutdown()
-		return nil, fmt.Errorf("NVML GPU %d: %s", index, nvml.ErrorString(ret))
+		return nil, err
 	}
 	name, _ := dev.GetName()
+	index, _ := dev.GetIndex()
 	return &Monitor{dev: dev, name: fmt.Sprintf("GPU %d: %s", index, name), pid: pid}, nil
 }
 

@@ -70,10 +70,10 @@ numbers are never a GPU result.`,
 			opt.Device = dev
 			noTelemetry := ""
 			if dev.IsGPU() {
-				// NVML numbers GPUs in PCI bus order, as CUDA does when
-				// CUDA_DEVICE_ORDER=PCI_BUS_ID; the default order puts the
-				// fastest first, which is the same on machines of one model.
-				m, err := gpu.OpenMonitor(index, 0)
+				// NVML numbers GPUs in PCI bus order and ignores
+				// CUDA_VISIBLE_DEVICES, so it finds CUDA's GPU by bus ID;
+				// by index only if the driver gave none.
+				m, err := openMonitor(dev, index)
 				if err != nil {
 					noTelemetry = "NVML: " + err.Error()
 				} else {
@@ -145,6 +145,14 @@ func parseNeed(need string, step time.Duration, batch int) (float64, error) {
 		return 0, usagef(`--need %q: want samples per second, such as "2470/s"`, need)
 	}
 	return v, nil
+}
+
+// openMonitor opens NVML on the GPU dev drives.
+func openMonitor(dev gpu.Device, index int) (*gpu.Monitor, error) {
+	if p, ok := dev.(gpu.PCIDevice); ok && p.PCIBusID() != "" {
+		return gpu.OpenMonitorBus(p.PCIBusID(), 0)
+	}
+	return gpu.OpenMonitor(index, 0)
 }
 
 // openDevice opens "host" or a CUDA GPU index; a missing GPU or driver
