@@ -84,7 +84,7 @@ func TestFeedTestErrors(t *testing.T) {
 }
 
 // cudaEntryPoints are the symbols bench/gpu binds in libcuda.so.1.
-var cudaEntryPoints = []string{"cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuCtxCreate_v2",
+var cudaEntryPoints = []string{"cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetPCIBusId", "cuCtxCreate_v2",
 	"cuCtxDestroy_v2", "cuMemAllocHost_v2", "cuMemFreeHost", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoDAsync_v2",
 	"cuMemcpyDtoH_v2", "cuStreamCreate", "cuStreamSynchronize", "cuCtxSetCurrent", "cuEventCreate", "cuEventRecord",
 	"cuEventSynchronize", "cuEventDestroy_v2", "cuGetErrorName"}
