@@ -582,3 +582,45 @@ func (f failingFinish) Decode(ctx context.Context, in *Input, c int) (func(*rand
 	}
 	return func(*rand.Rand) ([]formats.Sample, error) { return nil, Fatal(errors.New("broken tool")) }, nil
 }
+
+// refusingSink is a local destination that refuses every shard.
+type refusingSink struct{ cloudsrc.Sink }
+
+func (s refusingSink) Publish(ctx context.Context, name string) error {
+	if strings.HasPrefix(name, "shard-") {
+		return errors.New("upload refused")
+	}
+	return s.Sink.Publish(ctx, name)
+}
+
+// TestPublishFailureStopsRun checks that a shard that cannot be published
+// stops the run at once, while shards close beside the sink: the sink
+// fills at most the shard after the refused one, and no temporary file
+// is left.
+func TestPublishFailureStopsRun(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	writeImages(t, src, []string{"a"}, 100)
+	local, err := cloudsrc.NewLocalSink(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ListSource(context.Background(), cloudsrc.Dir{Root: src}, func(k string) bool { return strings.HasSuffix(k, ".png") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items int
+	_, _, err = Run(context.Background(), l, Options{
+		Sink: refusingSink{local}, Format: hdf5.Format{}, Handler: handlerFor(cropAug{}), Recipe: "crop4",
+		Copies: 2, ItemsPerShard: 5, Workers: 2, IOWorkers: 2, Version: "test",
+		Progress: func(p Progress) { items = p.Items },
+	})
+	if err == nil || !strings.Contains(err.Error(), "upload refused") {
+		t.Fatalf("Run: %v, want the refused upload", err)
+	}
+	if items > 2*5+2 {
+		t.Errorf("the sink went on to %d of 200 items after shard 0 was refused", items)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dst, "*.tmp")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}

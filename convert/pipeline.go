@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sync/errgroup"
 
@@ -93,7 +94,9 @@ func (r *run) pipeline(ctx context.Context) error {
 	for range r.opt.Workers {
 		g.Go(func() error { return r.finishLoop(ctx, finishQ) })
 	}
-	closeQ := make(chan *shardState, 1)
+	// Unbuffered: a shard is the closer's once handed over, so at most two
+	// are open, and none sits in between when the closer fails.
+	closeQ := make(chan *shardState)
 	g.Go(func() error {
 		defer close(closeQ)
 		return r.sink(ctx, order, closeQ)
@@ -403,11 +406,11 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 					cur.w = w
 				}
 				if err := cur.w.Add(s); err != nil {
-					if !errors.Is(err, formats.ErrIncompatible) {
+					if errors.Is(err, syscall.ENOSPC) {
 						// A writer that streams the shard fails here on a full disk.
 						return destErr(r.opt.Sink, ShardName(cur.index, r.opt.Format.Ext()), err)
 					}
-					if r.opt.Strict {
+					if !errors.Is(err, formats.ErrIncompatible) || r.opt.Strict {
 						return fmt.Errorf("shard %d: %w", cur.index, err)
 					}
 					cur.skipped = append(cur.skipped, manifest.Skipped{Key: s.Key, Reason: err.Error()})
@@ -432,17 +435,19 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 // closer finishes the shards the sink has filled, in order, while the sink
 // fills the next: closing syncs and hashes the whole shard (about 0.2 s
 // for 256 MiB), which would otherwise stall the sink and, once the FIFO
-// is full, the workers. After a failure it drops the shards still handed
-// to it.
+// is full, the workers. Its first failure stops the run.
 func (r *run) closer(ctx context.Context, in <-chan *shardState) error {
-	var err error
 	for s := range in {
-		if err == nil && ctx.Err() == nil {
+		err := ctx.Err()
+		if err == nil {
 			err = r.finish(ctx, s)
 		}
-		s.abort()
+		s.abort() // nothing left to drop unless finish failed
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 // finish closes a shard, publishes it and records it in the progress file
@@ -466,9 +471,7 @@ func (r *run) finish(ctx context.Context, s *shardState) error {
 		r.newSamples += info.Count
 		r.newBytes += info.Bytes
 	}
-	r.mu.Lock()
 	r.shards[s.index] = sh
-	r.mu.Unlock()
 	return r.publishJSON(ctx, progressName(&r.opt), r.manifest())
 }
 

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -211,7 +210,6 @@ type run struct {
 
 	newSamples int
 	newBytes   int64
-	mu         sync.Mutex
 }
 
 // ours reports whether a destination file is one prep writes: a shard

@@ -53,43 +53,46 @@ func (w *writer) start() error {
 
 // createStream makes the file and the columns' datasets, sized for
 // w.expect samples.
-func (w *writer) createStream(tmp string) (st *stream, err error) {
+func (w *writer) createStream(tmp string) (*stream, error) {
 	lockLib()
 	defer unlockLib()
 	fid, err := createFile(tmp)
 	if err != nil {
 		return nil, err
 	}
-	st = &stream{fid: fid}
-	defer func() {
-		if err != nil {
-			st.closeLocked()
-			os.Remove(tmp)
-		}
-	}()
-	// gonum cannot pass file properties: see write.
-	if st.f, err = hdf5.OpenFile(tmp, hdf5.F_ACC_RDWR); err != nil {
+	st := &stream{fid: fid}
+	if err := w.layOut(st, tmp); err != nil {
+		st.closeLocked()
+		os.Remove(tmp)
 		return nil, err
+	}
+	return st, nil
+}
+
+// layOut opens the new file tmp a second time through gonum (which cannot
+// pass file properties: see write) and creates the columns' datasets in
+// it, then opens it for the samples' writes.
+func (w *writer) layOut(st *stream, tmp string) (err error) {
+	if st.f, err = hdf5.OpenFile(tmp, hdf5.F_ACC_RDWR); err != nil {
+		return err
 	}
 	made := map[string]bool{}
 	for _, c := range w.cols {
 		if err := makeGroup(st.f, c.name, made); err != nil {
-			return nil, err
+			return err
 		}
 		info, err := writeDataset(st.f, c.name, c.dtype, append([]int{w.expect}, c.shape...), nil)
 		if err != nil {
-			return nil, fmt.Errorf("dataset %s: %w", c.name, err)
+			return fmt.Errorf("dataset %s: %w", c.name, err)
 		}
 		if info.Offset < 0 {
-			return nil, fmt.Errorf("dataset %s: no storage allocated", c.name)
+			return fmt.Errorf("dataset %s: no storage allocated", c.name)
 		}
 		info.Size = int64(w.expect) * int64(c.size)
 		st.infos = append(st.infos, info)
 	}
-	if st.fd, err = os.OpenFile(tmp, os.O_RDWR, 0); err != nil {
-		return nil, err
-	}
-	return st, nil
+	st.fd, err = os.OpenFile(tmp, os.O_RDWR, 0)
+	return err
 }
 
 // add writes sample i's fields at their places.

@@ -116,6 +116,7 @@ func (w *writer) Add(s *formats.Sample) error {
 		w.labels = make([]int64, 0, w.expect)
 		w.keys = make([]string, 0, w.expect)
 		if err := w.start(); err != nil {
+			w.cols = nil // as before the sample
 			return err
 		}
 	}
@@ -225,8 +226,12 @@ func (w *writer) check(s *formats.Sample) error {
 	if len(w.keys) > 0 && s.Rate != w.rate {
 		return fmt.Errorf("%w: audio rate %d Hz, the shard's first sample has %d (0: not audio)", formats.ErrIncompatible, s.Rate, w.rate)
 	}
-	groups := map[string]bool{}
+	groups, names := map[string]bool{}, map[string]bool{}
 	for _, f := range s.Fields {
+		if names[f.Name] {
+			return fmt.Errorf("%w: two fields named %q", formats.ErrIncompatible, f.Name)
+		}
+		names[f.Name] = true
 		if g, _, ok := strings.Cut(f.Name, "/"); ok {
 			groups[g] = true
 		}

@@ -483,3 +483,26 @@ out["shape"] = list(f["data"].shape)`)
 		})
 	}
 }
+
+// TestStreamCreateFails makes the library refuse a streamed shard's
+// layout (two datasets of one name, which check keeps Add from asking):
+// start must return the error, naming the shard, and leave no file.
+func TestStreamCreateFails(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.h5")
+	col := func() *column {
+		return &column{name: "data", dtype: formats.Uint8, shape: []int{2}, fixed: true, size: 2}
+	}
+	w := &writer{path: p, expect: 2, cols: []*column{col(), col()}}
+	err := w.start()
+	if err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("start: %v, want an error naming %s", err, p)
+	}
+	if _, err := os.Stat(formats.TempName(p)); !os.IsNotExist(err) {
+		t.Errorf("temporary file left after a failed start (%v)", err)
+	}
+	s := imageSample("a", 0, 2, 2, 0)
+	s.Fields = append(s.Fields, s.Fields[0])
+	if err := new(writer).check(s); !errors.Is(err, formats.ErrIncompatible) {
+		t.Errorf("two fields of one name: %v, want ErrIncompatible", err)
+	}
+}
