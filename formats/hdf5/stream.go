@@ -1,10 +1,12 @@
 package hdf5
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
+	"golang.org/x/sys/unix"
 	"gonum.org/v1/hdf5"
 
 	"github.com/prep-dev/prep/formats"
@@ -114,6 +116,19 @@ func (st *stream) close() error {
 
 // closeLocked is close for a caller holding the library.
 func (st *stream) closeLocked() error {
+	err := st.closeLib()
+	if st.fd != nil {
+		if cerr := st.fd.Close(); err == nil {
+			err = cerr
+		}
+		st.fd = nil
+	}
+	return err
+}
+
+// closeLib closes the library's handles, leaving fd open; the caller
+// holds the library.
+func (st *stream) closeLib() error {
 	var errs []error
 	if st.f != nil {
 		errs = append(errs, st.f.Close())
@@ -121,16 +136,8 @@ func (st *stream) closeLocked() error {
 	if st.fid != 0 {
 		errs = append(errs, closeFile(st.fid))
 	}
-	if st.fd != nil {
-		errs = append(errs, st.fd.Close())
-	}
-	st.f, st.fid, st.fd = nil, 0, nil
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	st.f, st.fid = nil, 0
+	return errors.Join(errs...)
 }
 
 // gather leaves streaming for gathering in memory, when the samples do
@@ -151,6 +158,59 @@ func (w *writer) gather() error {
 		}
 	}
 	return nil
+}
+
+// shrink lays the shard out again when fewer samples came than expected
+// (an input failed after the shard began, as a corrupt photo does): a new
+// file with the datasets at their real length, into which the kernel
+// copies the samples' bytes from the old one, unlinked but still open.
+// Gathering them instead would cost the memory and the whole write that
+// streaming saves.
+func (w *writer) shrink() error {
+	old := w.stream
+	w.stream = nil
+	defer old.close()
+	tmp := formats.TempName(w.path)
+	lockLib()
+	err := old.closeLib()
+	unlockLib()
+	if err != nil {
+		return fmt.Errorf("write shard %s: %w", w.path, err)
+	}
+	if err := os.Remove(tmp); err != nil {
+		return fmt.Errorf("write shard %s: %w", w.path, err)
+	}
+	w.expect = len(w.keys)
+	st, err := w.createStream(tmp)
+	if err != nil {
+		return fmt.Errorf("write shard %s: %w", w.path, err)
+	}
+	w.stream = st
+	for k, c := range w.cols {
+		if err := copyRange(st.fd, st.infos[k].Offset, old.fd, old.infos[k].Offset, int64(c.n)*int64(c.size)); err != nil {
+			return fmt.Errorf("write shard %s: copy %s: %w", w.path, c.name, err)
+		}
+	}
+	return nil
+}
+
+// copyRange copies n bytes from src at soff to dst at doff, within the
+// kernel where it can (copy_file_range), else through a buffer.
+func copyRange(dst *os.File, doff int64, src *os.File, soff, n int64) error {
+	for n > 0 {
+		k, err := unix.CopyFileRange(int(src.Fd()), &soff, int(dst.Fd()), &doff, int(min(n, 1<<30)), 0)
+		if err != nil || k == 0 {
+			break // not supported here (another file system, an old kernel): copy below
+		}
+		n -= int64(k)
+	}
+	if n == 0 {
+		return nil
+	}
+	buf := copyBufPool.Get().(*[]byte)
+	defer copyBufPool.Put(buf)
+	_, err := io.CopyBuffer(io.NewOffsetWriter(dst, doff), io.NewSectionReader(src, soff, n), *buf)
+	return err
 }
 
 // finishStream completes the streamed file: the datasets after the

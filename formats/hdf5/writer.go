@@ -283,9 +283,17 @@ func (w *writer) Abort() error {
 
 func (w *writer) Close() (formats.ShardInfo, error) {
 	defer w.release()
+	defer func() {
+		if w.stream != nil { // a failed shrink
+			w.stream.close()
+			w.stream = nil
+		}
+	}()
 	tmp := formats.TempName(w.path)
 	if w.stream != nil && len(w.keys) != w.expect {
-		if err := w.gather(); err != nil {
+		// fits keeps more than expected from the stream: here fewer came.
+		if err := w.shrink(); err != nil {
+			os.Remove(tmp)
 			return formats.ShardInfo{}, err
 		}
 	}
