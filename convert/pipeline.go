@@ -105,6 +105,17 @@ func (r *run) pipeline(ctx context.Context) error {
 	return g.Wait()
 }
 
+// recv takes the next value from ch; ok is false once ch is closed and
+// drained.
+func recv[T any](ctx context.Context, ch <-chan T) (v T, ok bool, err error) {
+	select {
+	case <-ctx.Done():
+		return v, false, ctx.Err()
+	case v, ok = <-ch:
+		return v, ok, nil
+	}
+}
+
 func send[T any](ctx context.Context, ch chan<- T, v T) error {
 	select {
 	case ch <- v:
@@ -155,15 +166,9 @@ func (r *run) list(ctx context.Context, order, dispatchQ, fetchQ chan<- *job) er
 
 func fetchLoop(ctx context.Context, in <-chan *job) error {
 	for {
-		var j *job
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case v, ok := <-in:
-			if !ok {
-				return nil
-			}
-			j = v
+		j, ok, err := recv(ctx, in)
+		if !ok {
+			return err
 		}
 		j.in, j.err = fetch(ctx, j.entry)
 		if j.err != nil {
@@ -210,15 +215,9 @@ func dispatch(ctx context.Context, in <-chan *job, out chan<- task) error {
 func (r *run) decodeLoop(ctx context.Context, in <-chan task, out chan<- finishing) error {
 	rng := newReseeder()
 	for {
-		var t task
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case v, ok := <-in:
-			if !ok {
-				return nil
-			}
-			t = v
+		t, ok, err := recv(ctx, in)
+		if !ok {
+			return err
 		}
 		j := t.j
 		if j.err != nil {
@@ -253,15 +252,9 @@ func (r *run) decodeLoop(ctx context.Context, in <-chan task, out chan<- finishi
 func (r *run) finishLoop(ctx context.Context, in <-chan finishing) error {
 	rng := newReseeder()
 	for {
-		var f finishing
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case v, ok := <-in:
-			if !ok {
-				return nil
-			}
-			f = v
+		f, ok, err := recv(ctx, in)
+		if !ok {
+			return err
 		}
 		s, err := f.finish(rng.seed(r.opt.Seed, f.j.entry.Key, f.c))
 		if err := r.check(ctx, f.j, err); err != nil {
@@ -351,15 +344,12 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 		p.TotalItems -= min(r.hi, (k.Index+1)*r.perShard) - k.Index*r.perShard
 	}
 	for {
-		var j *job
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case v, ok := <-order:
-			if !ok {
-				return handOff()
-			}
-			j = v
+		j, ok, err := recv(ctx, order)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return handOff()
 		}
 		for c := j.c0; c < j.c1; c++ {
 			select {
