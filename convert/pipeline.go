@@ -396,8 +396,9 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 					cur.w = w
 				}
 				if err := cur.w.Add(s); err != nil {
-					if errors.Is(err, syscall.ENOSPC) {
-						// A writer that streams the shard fails here on a full disk.
+					if errno := syscall.Errno(0); errors.As(err, &errno) {
+						// A writer that streams the shard fails here on a
+						// full disk, a quota, a read-only file system.
 						return destErr(r.opt.Sink, ShardName(cur.index, r.opt.Format.Ext()), err)
 					}
 					if !errors.Is(err, formats.ErrIncompatible) || r.opt.Strict {

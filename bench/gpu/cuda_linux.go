@@ -67,6 +67,8 @@ func loadCUDA() (*cudaAPI, error) {
 			return
 		}
 		a := new(cudaAPI)
+		// Calls the driver may lack; they are then skipped.
+		optional := map[string]bool{"cuDeviceGetPCIBusId": true}
 		for _, f := range []struct {
 			fn   any
 			name string
@@ -96,6 +98,9 @@ func loadCUDA() (*cudaAPI, error) {
 			// RegisterLibFunc panics on a missing symbol; check first so an
 			// old driver gets a message instead.
 			if _, err := purego.Dlsym(lib, f.name); err != nil {
+				if optional[f.name] {
+					continue
+				}
 				loadErr = noGPU("libcuda.so.1 lacks %s: the NVIDIA driver is too old", f.name)
 				return
 			}
@@ -205,7 +210,7 @@ func (d *cudaDevice) init(index int) error {
 	}
 	d.name = fmt.Sprintf("GPU %d: %s", index, cBytes(buf))
 	bus := make([]byte, 32) // "0000:17:00.0" and its NUL
-	if a.cuDeviceGetPCIBusId(&bus[0], int32(len(bus)), dev) == cudaSuccess {
+	if a.cuDeviceGetPCIBusId != nil && a.cuDeviceGetPCIBusId(&bus[0], int32(len(bus)), dev) == cudaSuccess {
 		d.bus = string(cBytes(bus))
 	}
 	return a.err("cuCtxCreate_v2", a.cuCtxCreate(&d.ctx, 0, dev))

@@ -68,8 +68,11 @@ func openMonitor(pid int, get func(n int) (nvml.Device, error)) (*Monitor, error
 		return nil, err
 	}
 	name, _ := dev.GetName()
-	index, _ := dev.GetIndex()
-	return &Monitor{dev: dev, name: fmt.Sprintf("GPU %d: %s", index, name), pid: pid}, nil
+	label := "GPU: " + name
+	if index, ret := dev.GetIndex(); ret == nvml.SUCCESS {
+		label = fmt.Sprintf("GPU %d: %s", index, name)
+	}
+	return &Monitor{dev: dev, name: label, pid: pid}, nil
 }
 
 // Name describes the GPU.

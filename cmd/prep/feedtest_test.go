@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +130,9 @@ func TestFeedTestNoUsableGPU(t *testing.T) {
 		{"old driver", stubCUDA(t, cudaEntryPoints[:1], 0), "0", "prep: libcuda.so.1 lacks cuDeviceGetCount: the NVIDIA driver is too old (use --device host"},
 		{"device count fails", stubCUDA(t, cudaEntryPoints, 3), "0", "prep: no GPU: cuDeviceGetCount: CUresult 3 (use --device host"},
 		{"index out of range", stubCUDA(t, cudaEntryPoints, 0), "5", "prep: GPU 5 not found: this machine has 1 (use --device host"},
+		// A driver without the optional bus-ID call loads all the same.
+		{"no bus ID call", stubCUDA(t, slices.DeleteFunc(slices.Clone(cudaEntryPoints), func(s string) bool { return s == "cuDeviceGetPCIBusId" }), 0), "5",
+			"prep: GPU 5 not found: this machine has 1 (use --device host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(prepBinary(t), "feed-test", dir, "--device", tc.device)

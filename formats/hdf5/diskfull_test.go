@@ -37,6 +37,9 @@ func TestDiskFull(t *testing.T) {
 					break
 				}
 			}
+			if ww := w.(*writer); err != nil && len(ww.keys) == 0 && (ww.stream != nil || ww.cols != nil) {
+				t.Errorf("a failed first Add left the writer holding a stream (%v) or columns (%d)", ww.stream != nil, len(ww.cols))
+			}
 			if err == nil {
 				_, err = w.Close()
 			} else {

@@ -209,7 +209,10 @@ func copyRange(dst *os.File, doff int64, src *os.File, soff, n int64) error {
 	}
 	buf := copyBufPool.Get().(*[]byte)
 	defer copyBufPool.Put(buf)
-	_, err := io.CopyBuffer(io.NewOffsetWriter(dst, doff), io.NewSectionReader(src, soff, n), *buf)
+	k, err := io.CopyBuffer(io.NewOffsetWriter(dst, doff), io.NewSectionReader(src, soff, n), *buf)
+	if err == nil && k < n {
+		err = io.ErrUnexpectedEOF
+	}
 	return err
 }
 

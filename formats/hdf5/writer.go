@@ -127,6 +127,11 @@ func (w *writer) Add(s *formats.Sample) error {
 	}
 	if w.stream != nil {
 		if err := w.stream.add(s, len(w.keys)); err != nil {
+			if len(w.keys) == 0 { // leave the writer as before the sample
+				w.stream.close()
+				w.stream, w.cols = nil, nil
+				os.Remove(formats.TempName(w.path))
+			}
 			return fmt.Errorf("write shard %s: %w", w.path, err)
 		}
 	}
