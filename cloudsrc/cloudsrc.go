@@ -47,6 +47,14 @@ type Sink interface {
 	Wait() error
 }
 
+// SummedPublisher is implemented by Sinks that check a file's upload with
+// its CRC32C (Castagnoli): PublishSummed is Publish for a file whose
+// CRC32C and size its writer already computed, so the sink need not read
+// it once more to learn them.
+type SummedPublisher interface {
+	PublishSummed(ctx context.Context, name string, crc uint32, size int64) error
+}
+
 // FileInfo is one file at a destination, as a remote Sink lists it.
 type FileInfo struct {
 	Name   string

@@ -80,6 +80,21 @@ func (s *GCSSink) objectURI(name string) string { return "gs://" + s.g.name + "/
 // so the caller may write name again at once; uploads of the same name
 // finish in the order they were published.
 func (s *GCSSink) Publish(ctx context.Context, name string) error {
+	return s.publish(ctx, name, nil)
+}
+
+// PublishSummed is Publish for a file whose CRC32C and size are known.
+func (s *GCSSink) PublishSummed(ctx context.Context, name string, crc uint32, size int64) error {
+	return s.publish(ctx, name, &fileSum{crc, size})
+}
+
+// fileSum is a file's CRC32C and size.
+type fileSum struct {
+	crc  uint32
+	size int64
+}
+
+func (s *GCSSink) publish(ctx context.Context, name string, sum *fileSum) error {
 	if err := s.firstErr(); err != nil {
 		return err
 	}
@@ -108,7 +123,7 @@ func (s *GCSSink) Publish(ctx context.Context, name string) error {
 		if prev != nil {
 			<-prev
 		}
-		err := s.upload(staged, name)
+		err := s.upload(staged, name, sum)
 		if err == nil {
 			err = os.Remove(staged)
 		}
@@ -153,15 +168,18 @@ func (s *GCSSink) Close() error {
 // This loop starts the whole upload over, also up to Attempts times, only
 // for what the library cannot retry: bytes that arrived changed, or an
 // attempt that stalled (no answer and no bytes accepted for Opener.Timeout).
-func (s *GCSSink) upload(local, name string) error {
+func (s *GCSSink) upload(local, name string, sum *fileSum) error {
 	uri := s.objectURI(name)
-	crc, size, err := fileCRC32C(local)
-	if err != nil {
-		return fmt.Errorf("upload %s: %w", uri, err)
+	if sum == nil {
+		crc, size, err := fileCRC32C(local)
+		if err != nil {
+			return fmt.Errorf("upload %s: %w", uri, err)
+		}
+		sum = &fileSum{crc, size}
 	}
 	bo := s.g.o.backoff()
 	for tries := 1; ; tries++ {
-		err := s.uploadOnce(local, name, crc, size)
+		err := s.uploadOnce(local, name, sum.crc, sum.size)
 		if err == nil {
 			return nil
 		}

@@ -455,7 +455,7 @@ func (r *run) finish(ctx context.Context, s *shardState) error {
 			return destErr(r.opt.Sink, ShardName(s.index, r.opt.Format.Ext()), err)
 		}
 		sh.ShardInfo = info
-		if err := r.opt.Sink.Publish(ctx, info.File); err != nil {
+		if err := r.publishShard(ctx, info); err != nil {
 			return err
 		}
 		r.written++
@@ -464,6 +464,18 @@ func (r *run) finish(ctx context.Context, s *shardState) error {
 	}
 	r.shards[s.index] = sh
 	return r.publishJSON(ctx, progressName(&r.opt), r.manifest())
+}
+
+// publishShard publishes a finished shard, with the CRC32C its writer
+// computed where the sink can use it (a gs:// upload then reads the shard
+// once, to send it, rather than twice).
+func (r *run) publishShard(ctx context.Context, info formats.ShardInfo) error {
+	if sp, ok := r.opt.Sink.(cloudsrc.SummedPublisher); ok {
+		if crc, err := strconv.ParseUint(info.CRC32C, 16, 32); err == nil && info.CRC32C != "" {
+			return sp.PublishSummed(ctx, info.File, uint32(crc), info.Bytes)
+		}
+	}
+	return r.opt.Sink.Publish(ctx, info.File)
 }
 
 var hashBufPool = sync.Pool{New: func() any { b := make([]byte, 4<<20); return &b }}
