@@ -72,6 +72,7 @@ func (b *Buffers) accum(n int) []int32 {
 // (taps.wide) where it runs: only resampleH reads that layout, which costs
 // about 4 times the weights' memory.
 func (b *Buffers) weights(dstSize, srcSize int, sp span, wide bool) taps {
+	wide = wide && useSIMD // the scalar passes share one layout
 	k := tapsKey{dstSize, srcSize, sp, wide}
 	if b != nil {
 		if t, ok := b.taps[k]; ok {
@@ -79,7 +80,7 @@ func (b *Buffers) weights(dstSize, srcSize int, sp span, wide bool) taps {
 		}
 	}
 	t := makeSpanTaps(dstSize, srcSize, sp)
-	if wide && useSIMD {
+	if wide {
 		t.wide = widen(t, srcSize)
 	}
 	if b == nil {

@@ -70,12 +70,6 @@ func widen(t taps, srcSize int) wideTaps {
 	return wt
 }
 
-// makeTaps computes imaging's precomputeWeights for Catmull-Rom, in fixed
-// point and padded to a common tap count.
-func makeTaps(dstSize, srcSize int) taps {
-	return makeSpanTaps(dstSize, srcSize, span{0, float64(srcSize)})
-}
-
 // span is the part [off, off+size) of a source axis, in source pixels,
 // that a resize maps onto the destination: the whole axis, or, for an
 // image a decoder shrank by M/8 with its size rounded up (Source), the
@@ -84,8 +78,9 @@ func makeTaps(dstSize, srcSize int) taps {
 // which put the scaled decodes 5-15 dB further from the full decode.
 type span struct{ off, size float64 }
 
-// makeSpanTaps is makeTaps mapping the span sp of the source onto the
-// destination. Taps whose fixed-point weight is 0 are trimmed from both
+// makeSpanTaps computes imaging's precomputeWeights for Catmull-Rom, in
+// fixed point and padded to a common tap count, mapping the span sp of the
+// source onto the destination. Taps whose fixed-point weight is 0 are trimmed from both
 // ends of every window before padding to the common count: imaging's
 // window of 2·⌈scale·support⌉+1 pixels holds up to two pixels that weigh
 // nothing (7 taps where Catmull-Rom reaches 5 pixels when shrinking by

@@ -72,7 +72,7 @@ func NPZField(member string) string {
 	var b strings.Builder
 	b.WriteString(NPZPrefix)
 	cut := -1
-	for _, suffix := range []string{"_offsets", "_shapes", "_ranks"} {
+	for _, suffix := range formats.RaggedSuffixes {
 		if strings.HasSuffix(member, suffix) {
 			cut = len(member) - len(suffix)
 		}

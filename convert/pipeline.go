@@ -176,11 +176,11 @@ func fetchLoop(ctx context.Context, in <-chan *job) error {
 			// or the object's deadline run out) say so through Fatal and
 			// name the object themselves; a missing object is skipped, as
 			// an input list may be older than the bucket.
-			var se *cloudsrc.Error
-			if IsFatal(j.err) && errors.As(j.err, &se) {
-				return se
-			}
 			if IsFatal(j.err) {
+				var se *cloudsrc.Error
+				if errors.As(j.err, &se) {
+					return se
+				}
 				return fmt.Errorf("%s: %w", j.entry.Src.URI(j.entry.Key), j.err)
 			}
 			if ctx.Err() != nil {
@@ -228,18 +228,16 @@ func (r *run) decodeLoop(ctx context.Context, in <-chan task, out chan<- finishi
 		st, ok := h.(Stager)
 		if !ok {
 			s, err := h.Samples(ctx, j.in, t.c, rng.seed(r.opt.Seed, j.entry.Key, t.c))
-			if err := r.check(ctx, j, err); err != nil {
+			if err := r.settle(ctx, t, s, err); err != nil {
 				return err
 			}
-			r.done(t, s, err)
 			continue
 		}
 		finish, err := st.Decode(ctx, j.in, t.c)
 		if err != nil {
-			if err := r.check(ctx, j, err); err != nil {
+			if err := r.settle(ctx, t, nil, err); err != nil {
 				return err
 			}
-			r.done(t, nil, err)
 			continue
 		}
 		if err := send(ctx, out, finishing{t, finish}); err != nil {
@@ -257,25 +255,25 @@ func (r *run) finishLoop(ctx context.Context, in <-chan finishing) error {
 			return err
 		}
 		s, err := f.finish(rng.seed(r.opt.Seed, f.j.entry.Key, f.c))
-		if err := r.check(ctx, f.j, err); err != nil {
+		if err := r.settle(ctx, f.task, s, err); err != nil {
 			return err
 		}
-		r.done(f.task, s, err)
 	}
 }
 
-// check returns the error that stops the run, if a handler's err is one:
-// a fatal error or the run's cancellation. Others skip the sample.
-func (r *run) check(ctx context.Context, j *job, err error) error {
-	if err == nil {
-		return nil
+// settle ends task t with a handler's result: it returns the error that
+// stops the run, if err is one (a fatal error or the run's cancellation),
+// and otherwise records the samples, or err, which skips the sample.
+func (r *run) settle(ctx context.Context, t task, s []formats.Sample, err error) error {
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if IsFatal(err) {
+			return fmt.Errorf("%s: %w", t.j.in.Source, err)
+		}
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if IsFatal(err) {
-		return fmt.Errorf("%s: %w", j.in.Source, err)
-	}
+	r.done(t, s, err)
 	return nil
 }
 

@@ -103,6 +103,10 @@ type Field struct {
 	Tensor
 }
 
+// RaggedSuffixes end the names of the datasets an HDF5 shard adds beside a
+// ragged field F: F_offsets, F_shapes and F_ranks.
+var RaggedSuffixes = []string{"_offsets", "_shapes", "_ranks"}
+
 // DataField is the name of a sample's primary tensor.
 const DataField = "data"
 

@@ -185,7 +185,7 @@ func (w *writer) buffer(c *column) {
 // members under "npz/"). A ragged field F gets the datasets F_offsets,
 // F_shapes and, when its samples differ in rank, F_ranks beside it; for
 // the root field "data" they are plain offsets, shapes and ranks.
-var companions = []string{"_offsets", "_shapes", "_ranks"}
+var companions = formats.RaggedSuffixes
 
 // reserved reports whether a root dataset name is one the writer adds.
 func reserved(name string) bool {
