@@ -397,6 +397,7 @@ func feedReaders(ctx context.Context, shards []Shard, opt *FeedOptions, dev gpu.
 		g.Go(func() error {
 			st, buf := &stats[w], bufs[w]
 			var lib []byte
+			var ts tarState // kept from shard to shard, as bench-read's readers keep theirs
 			for {
 				mu.Lock()
 				i := next
@@ -408,7 +409,7 @@ func feedReaders(ctx context.Context, shards []Shard, opt *FeedOptions, dev gpu.
 				a := assembler{ctx: ctx, dev: dev, free: free, full: full, shard: i, st: st}
 				var err error
 				if shards[i].Format == Tar {
-					err = feedTar(ctx, &shards[i], opt, buf, &a, st)
+					err = feedTar(ctx, &shards[i], opt, buf, &ts, &a, st)
 				} else {
 					err = feedHDF5(&shards[i], opt, buf, &lib, &a, st)
 				}
@@ -456,14 +457,14 @@ func feedHDF5(s *Shard, opt *FeedOptions, buf []byte, lib *[]byte, a *assembler,
 	return err
 }
 
-func feedTar(ctx context.Context, s *Shard, opt *FeedOptions, buf []byte, a *assembler, st *feedStats) error {
+func feedTar(ctx context.Context, s *Shard, opt *FeedOptions, buf []byte, ts *tarState, a *assembler, st *feedStats) error {
 	f, err := openFile(s.Path, opt.Direct)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	sp := f.span(buf, 0, s.Bytes)
-	err = readTar(&tarSource{s: sp}, func(key string, m map[string][]byte) error {
+	err = ts.read(&tarSource{s: sp}, func(key string, m map[string][]byte) error {
 		t := time.Now()
 		smp, err := tarshard.Decode(key, m)
 		if err != nil {
