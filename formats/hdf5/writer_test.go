@@ -139,6 +139,16 @@ out["offset"] = d.id.get_offset()
 	}
 }
 
+// wantJSON checks the values h5py printed against want, key by key.
+func wantJSON(t *testing.T, m, want map[string]any) {
+	t.Helper()
+	for k, v := range want {
+		if !jsonEqual(m[k], v) {
+			t.Errorf("%s = %v, want %v", k, m[k], v)
+		}
+	}
+}
+
 func jsonEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
@@ -258,11 +268,7 @@ out["labels"] = f["labels"][...].tolist()
 		"z":       []any{"complex64", 1.5, -3},
 		"labels":  []any{-1, -1},
 	}
-	for k, v := range want {
-		if !jsonEqual(m[k], v) {
-			t.Errorf("%s = %v, want %v", k, m[k], v)
-		}
-	}
+	wantJSON(t, m, want)
 	infos, err := Datasets(path)
 	if err != nil {
 		t.Fatal(err)
@@ -412,11 +418,7 @@ out["plabels"] = f["labels"][...].tolist()
 		"x_offsets": []any{0, 2, 5},
 		"plabels":   []any{1, 1},
 	}
-	for k, v := range want {
-		if !jsonEqual(m[k], v) {
-			t.Errorf("%s = %v, want %v", k, m[k], v)
-		}
-	}
+	wantJSON(t, m, want)
 	got, err := Datasets(path)
 	if err != nil {
 		t.Fatal(err)
