@@ -75,7 +75,20 @@ package hdf5
 //     H5Eset_auto2(H5E_DEFAULT, prep_auto, NULL);
 // }
 //
-// static const char *prep_last_desc(void) { return prep_desc; }
+// // prep_take_desc hands over the last failure's description once, so
+// // that a caller wrapping an error twice adds it once.
+// static void prep_take_desc(char *dst, size_t n) {
+//     strncpy(dst, prep_desc, n - 1);
+//     dst[n - 1] = 0;
+//     prep_desc[0] = 0;
+// }
+//
+// // prep_fd returns the sec2 driver's descriptor for file f.
+// static int prep_fd(hid_t f) {
+//     void *h = NULL;
+//     if (H5Fget_vfd_handle(f, H5P_DEFAULT, &h) < 0 || h == NULL) return -1;
+//     return *(int *)h;
+// }
 import "C"
 
 import (
@@ -87,6 +100,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
 	"gonum.org/v1/hdf5"
 )
 
@@ -108,6 +122,43 @@ func closeFile(id int64) error {
 		return libError(errors.New("close hdf5 file"))
 	}
 	return nil
+}
+
+// closeFiles closes the two handles a writer holds on one file: f,
+// gonum's, then fid, prep's (see write). Closing f flushes the file, as
+// fid still shares it; when that flush fails (a full disk) the library
+// keeps f open, and with it the descriptor, so the space of the temp
+// file the caller removes would stay taken until the process exits. The
+// descriptor is then pointed at an anonymous memory file, where a second
+// close of f can flush and let go.
+func closeFiles(f *hdf5.File, fid int64) error {
+	var err error
+	if f != nil {
+		id := f.ID()
+		if err = libError(f.Close()); err != nil && discard(fid) == nil {
+			C.H5Fclose(C.hid_t(id))
+		}
+	}
+	if fid != 0 {
+		if cerr := closeFile(fid); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// discard moves file fid's descriptor onto an anonymous memory file.
+func discard(fid int64) error {
+	fd := int(C.prep_fd(C.hid_t(fid)))
+	if fd < 0 {
+		return errors.New("no descriptor")
+	}
+	m, err := unix.MemfdCreate("prep-discard", unix.MFD_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(m)
+	return unix.Dup3(m, fd, unix.O_CLOEXEC)
 }
 
 // libMu serializes calls into the library: its thread-safe build holds one
@@ -132,10 +183,15 @@ func unlockLib() {
 }
 
 // libError adds what the library said about its last failure (on this
-// thread, since lockLib) to err, and marks a full disk as syscall.ENOSPC so
-// callers can say what to do.
+// thread, since lockLib) to err, once, and marks a full disk as
+// syscall.ENOSPC so callers can say what to do.
 func libError(err error) error {
-	desc := C.GoString(C.prep_last_desc())
+	if err == nil {
+		return nil
+	}
+	var buf [512]C.char
+	C.prep_take_desc(&buf[0], C.size_t(len(buf)))
+	desc := C.GoString(&buf[0])
 	if desc == "" {
 		return err
 	}

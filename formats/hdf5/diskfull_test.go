@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -56,4 +57,59 @@ func TestDiskFull(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDiskFullEverywhere fills a small tmpfs at every point of a shard's
+// write, one page of room more each time: whichever call runs out of
+// space (the library's own metadata writes included), the error must be
+// ENOSPC and name the file, and nothing may be left under the final name.
+func TestDiskFullEverywhere(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("needs a tmpfs mount (root): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	const samples = 4
+	for _, expect := range []int{0, samples, samples + 2} { // gathered, streamed, shrunk
+		fits := false
+		for kib := 4; !fits; kib += 4 {
+			if kib > 256 {
+				t.Fatalf("expect=%d: no shard written with 256 KiB of room (is a failed write still holding its file's space?)", expect)
+			}
+			if out, err := exec.Command("mount", "-o", fmt.Sprintf("remount,size=%dk", kib), dir).CombinedOutput(); err != nil {
+				t.Fatalf("remount: %v: %s", err, out)
+			}
+			p := filepath.Join(dir, "s.h5")
+			err := writeAll(p, expect, samples)
+			if err == nil {
+				fits = true
+			} else if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), p) {
+				t.Errorf("expect=%d, %d KiB: got %v, want ENOSPC naming %s", expect, kib, err, p)
+			}
+			if _, serr := os.Stat(formats.TempName(p)); err != nil && !os.IsNotExist(serr) {
+				t.Errorf("expect=%d, %d KiB: temp file left after %v", expect, kib, err)
+			}
+			if _, serr := os.Stat(p); err != nil && !os.IsNotExist(serr) {
+				t.Errorf("expect=%d, %d KiB: a file under the final name after %v", expect, kib, err)
+			}
+			os.Remove(p)
+		}
+	}
+}
+
+// writeAll writes n samples to a shard at p, told to expect expect.
+func writeAll(p string, expect, n int) error {
+	w, err := Format{}.Create(p, formats.ShardMeta{Version: "test", Recipe: "resize=8", Seed: 7, Classes: []string{"cat", "dog"}})
+	if err != nil {
+		return err
+	}
+	w.(formats.Expecter).Expect(expect)
+	for i := range n {
+		if err := w.Add(imageSample(fmt.Sprint(i), int64(i%2), 32, 32, byte(i))); err != nil {
+			w.Abort()
+			return err
+		}
+	}
+	_, err = w.Close()
+	return err
 }

@@ -1,7 +1,6 @@
 package hdf5
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -64,6 +63,7 @@ func (w *writer) createStream(tmp string) (*stream, error) {
 	}
 	st := &stream{fid: fid}
 	if err := w.layOut(st, tmp); err != nil {
+		err = libError(err)
 		st.closeLocked()
 		os.Remove(tmp)
 		return nil, err
@@ -129,15 +129,9 @@ func (st *stream) closeLocked() error {
 // closeLib closes the library's handles, leaving fd open; the caller
 // holds the library.
 func (st *stream) closeLib() error {
-	var errs []error
-	if st.f != nil {
-		errs = append(errs, st.f.Close())
-	}
-	if st.fid != 0 {
-		errs = append(errs, closeFile(st.fid))
-	}
+	err := closeFiles(st.f, st.fid)
 	st.f, st.fid = nil, 0
-	return errors.Join(errs...)
+	return err
 }
 
 // gather leaves streaming for gathering in memory, when the samples do
@@ -223,6 +217,7 @@ func (w *writer) finishStream() ([]formats.DatasetInfo, error) {
 	w.stream = nil
 	lockLib()
 	infos, err := w.writeTail(st.f, st.infos)
+	err = libError(err)
 	unlockLib()
 	if cerr := st.close(); err == nil {
 		err = cerr

@@ -345,13 +345,11 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 	f, err := hdf5.OpenFile(name, hdf5.F_ACC_RDWR)
 	if err != nil {
 		closeFile(fid)
-		return nil, err
+		return nil, libError(err)
 	}
 	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-		if cerr := closeFile(fid); err == nil && cerr != nil {
+		err = libError(err)
+		if cerr := closeFiles(f, fid); err == nil {
 			err = cerr
 		}
 	}()
