@@ -368,7 +368,8 @@ func feedShape(shards []Shard) (SampleShape, error) {
 	defer f.Close()
 	errFirst := errors.New("first sample")
 	var shape SampleShape
-	err = readTar(&tarSource{s: f.span(make([]byte, 1<<20), 0, shards[0].Bytes)}, func(key string, m map[string][]byte) error {
+	var ts tarshard.Scanner
+	err = ts.Scan(f.span(make([]byte, 1<<20), 0, shards[0].Bytes), func(key string, m map[string][]byte) error {
 		smp, err := tarshard.Decode(key, m)
 		if err != nil {
 			return err
@@ -397,7 +398,7 @@ func feedReaders(ctx context.Context, shards []Shard, opt *FeedOptions, dev gpu.
 		g.Go(func() error {
 			st, buf := &stats[w], bufs[w]
 			var lib []byte
-			var ts tarState // kept from shard to shard, as bench-read's readers keep theirs
+			var ts tarshard.Scanner // kept from shard to shard, as bench-read's readers keep theirs
 			for {
 				mu.Lock()
 				i := next
@@ -457,14 +458,14 @@ func feedHDF5(s *Shard, opt *FeedOptions, buf []byte, lib *[]byte, a *assembler,
 	return err
 }
 
-func feedTar(ctx context.Context, s *Shard, opt *FeedOptions, buf []byte, ts *tarState, a *assembler, st *feedStats) error {
+func feedTar(ctx context.Context, s *Shard, opt *FeedOptions, buf []byte, ts *tarshard.Scanner, a *assembler, st *feedStats) error {
 	f, err := openFile(s.Path, opt.Direct)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	sp := f.span(buf, 0, s.Bytes)
-	err = ts.read(&tarSource{s: sp}, func(key string, m map[string][]byte) error {
+	err = ts.Scan(sp, func(key string, m map[string][]byte) error {
 		t := time.Now()
 		smp, err := tarshard.Decode(key, m)
 		if err != nil {

@@ -77,9 +77,9 @@ func (f *file) span(buf []byte, off, n int64) *span {
 	return s
 }
 
-// chunk returns the next piece of the range, or io.EOF after the last. The
+// Chunk returns the next piece of the range, or io.EOF after the last. The
 // piece lives in the buffer until the next call.
-func (s *span) chunk() ([]byte, error) {
+func (s *span) Chunk() ([]byte, error) {
 	if s.pos >= s.end {
 		return nil, io.EOF
 	}
@@ -108,7 +108,7 @@ func (s *span) chunk() ([]byte, error) {
 // each calls fn with every piece of the range.
 func (s *span) each(fn func([]byte) error) error {
 	for {
-		p, err := s.chunk()
+		p, err := s.Chunk()
 		if err == io.EOF {
 			return nil
 		}

@@ -387,9 +387,9 @@ type reader struct {
 	opt *ReadOptions
 	buf []byte // chunk buffer, aligned and touched
 	lib []byte // whole-dataset buffer for reads through the HDF5 library
-	// tarState is the tar reader's names and copy-out buffers, kept
+	// scanner is the tar reader's names and copy-out buffers, kept
 	// from one shard and pass to the next.
-	tarState tarState
+	scanner tarshard.Scanner
 }
 
 // raw reads the whole file with plain sequential reads.
@@ -513,7 +513,7 @@ func (r *reader) tar(ctx context.Context, f *file, s *Shard, out *ShardRead) (in
 	sp := f.span(r.buf, 0, s.Bytes)
 	var last, decoded int64
 	samples := 0
-	err := r.tarState.read(&tarSource{s: sp}, func(key string, members map[string][]byte) error {
+	err := r.scanner.Scan(sp, func(key string, members map[string][]byte) error {
 		samples++
 		r.progress(int(sp.pos - last))
 		last = sp.pos

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"archive/tar"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -15,7 +13,7 @@ import (
 	"github.com/prep-dev/prep/formats/tarshard"
 )
 
-// digest lists a tar's samples as tarshard.Read or readTar hands them out.
+// digest lists a tar's samples as a reader hands them out.
 func digest(read func(fn func(string, map[string][]byte) error) error) (string, error) {
 	var b strings.Builder
 	err := read(func(key string, m map[string][]byte) error {
@@ -35,163 +33,57 @@ func digest(read func(fn func(string, map[string][]byte) error) error) (string, 
 	return b.String(), err
 }
 
-func writeRawTar(t *testing.T, path string, format tar.Format, entries ...tar.Header) {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for i, h := range entries {
-		h.Format = format
-		body := bytes.Repeat([]byte{byte(i)}, int(h.Size))
-		if h.Typeflag == 0 {
-			h.Typeflag = tar.TypeReg
-		}
-		if err := tw.WriteHeader(&h); err != nil {
-			t.Fatal(err)
-		}
-		if h.Typeflag == tar.TypeReg {
-			tw.Write(body)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestReadTarMatchesTarshard checks readTar against tarshard.Read on real
-// shards and on tars with long names, folders and odd sizes, with chunk
-// sizes that split headers and members of one sample across reads.
-func TestReadTarMatchesTarshard(t *testing.T) {
+// TestSpanScan checks that a shard read through a span, in chunks that
+// split headers and members, with and without O_DIRECT, hands the
+// Scanner what tarshard.Read sees; and that a shard shorter than the
+// manifest says is named as truncated. (tarshard tests the parsing.)
+func TestSpanScan(t *testing.T) {
 	dir := t.TempDir()
 	writeTar(t, dir, 1, 9, 20, 30)
-	long := strings.Repeat("d", 120) + "/" + strings.Repeat("k", 90)
-	files := []string{filepath.Join(dir, "shard-000000.tar")}
-	for _, f := range []tar.Format{tar.FormatPAX, tar.FormatGNU, tar.FormatUSTAR} {
-		name := filepath.Join(dir, f.String()+".tar")
-		entries := []tar.Header{
-			{Name: "a/", Typeflag: tar.TypeDir, Mode: 0o755},
-			{Name: "a/x.png", Size: 5000, Mode: 0o644},
-			{Name: "a/x.cls", Size: 1, Mode: 0o644},
-			{Name: "a/y.png", Size: 0, Mode: 0o644},
-			{Name: "a/y.json", Size: 512, Mode: 0o644},
-		}
-		if f != tar.FormatUSTAR {
-			entries = append(entries, tar.Header{Name: long + ".png", Size: 70000, Mode: 0o644}, tar.Header{Name: long + ".cls", Size: 3, Mode: 0o644})
-		} else {
-			// USTAR splits a long name into prefix and name.
-			entries = append(entries, tar.Header{Name: strings.Repeat("p", 120) + "/z.png", Size: 700, Mode: 0o644})
-		}
-		writeRawTar(t, name, f, entries...)
-		files = append(files, name)
-	}
-	for _, path := range files {
-		info, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := digest(func(fn func(string, map[string][]byte) error) error {
-			f, err := os.Open(path)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			return tarshard.Read(f, fn)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, chunk := range []int{align, 3 * align, DefaultChunk} {
-			for _, direct := range []bool{false, true} {
-				got, err := digest(func(fn func(string, map[string][]byte) error) error {
-					f, err := openFile(path, direct)
-					if err != nil {
-						return err
-					}
-					defer f.Close()
-					return readTar(&tarSource{s: f.span(newBuffer(chunk), 0, info.Size())}, fn)
-				})
-				if err != nil || got != want {
-					t.Errorf("%s, chunk %d, direct %v: error %v\ngot\n%s\nwant\n%s", filepath.Base(path), chunk, direct, err, got, want)
-				}
-			}
-		}
-	}
-}
-
-func TestReadTarErrors(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good.tar")
-	writeRawTar(t, good, tar.FormatUSTAR, tar.Header{Name: "x.png", Size: 3000, Mode: 0o644}, tar.Header{Name: "x.cls", Size: 1, Mode: 0o644})
-	b, err := os.ReadFile(good)
+	path := filepath.Join(dir, "shard-000000.tar")
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	corrupt := slices.Clone(b)
-	corrupt[10] ^= 1 // the name, under the checksum
-	for _, tc := range []struct {
-		name string
-		data []byte
-		want string
-	}{
-		{"checksum", corrupt, "read tar: archive/tar: invalid tar header"},
-		{"truncated body", b[:2000], "(is the shard truncated?)"},
-		{"no extension", func() []byte {
-			p := filepath.Join(dir, "noext.tar")
-			writeRawTar(t, p, tar.FormatUSTAR, tar.Header{Name: "x", Size: 1, Mode: 0o644})
-			b, _ := os.ReadFile(p)
-			return b
-		}(), "tar member x has no extension"},
-		{"twice", func() []byte {
-			p := filepath.Join(dir, "twice.tar")
-			writeRawTar(t, p, tar.FormatUSTAR, tar.Header{Name: "x.png", Size: 1, Mode: 0o644}, tar.Header{Name: "x.png", Size: 1, Mode: 0o644})
-			b, _ := os.ReadFile(p)
-			return b
-		}(), "tar member x.png appears twice"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(dir, tc.name+".bad")
-			if err := os.WriteFile(p, tc.data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			f, err := openFile(p, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			size := int64(len(tc.data))
-			if tc.name == "truncated body" {
-				size = int64(len(b)) // what the manifest recorded
-			}
-			err = readTar(&tarSource{s: f.span(newBuffer(align), 0, size)}, func(string, map[string][]byte) error { return nil })
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want one with %q", err, tc.want)
-			}
-		})
-	}
-}
-
-// BenchmarkReadTarParse times readTar's own work on a 37 MB shard of 250
-// 224×224×3 PNGs held in memory, the reads left out: what a tar pass costs
-// over a raw one from the page cache (about 3.5 ms for this shard here).
-func BenchmarkReadTarParse(b *testing.B) {
-	dir := b.TempDir()
-	writeTar(b, dir, 1, 250, 224, 224)
-	data, err := os.ReadFile(filepath.Join(dir, "shard-000000.tar"))
+	want, err := digest(func(fn func(string, map[string][]byte) error) error {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return tarshard.Read(f, fn)
+	})
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	var t tarState
-	samples := 0
-	b.SetBytes(int64(len(data)))
-	for b.Loop() {
-		// A span with nothing left to read: the source hands out data and
-		// then ends.
-		src := &tarSource{s: &span{}, cur: data}
-		if err := t.read(src, func(string, map[string][]byte) error { samples++; return nil }); err != nil {
-			b.Fatal(err)
+	var s tarshard.Scanner
+	for _, chunk := range []int{align, 3 * align, DefaultChunk} {
+		for _, direct := range []bool{false, true} {
+			got, err := digest(func(fn func(string, map[string][]byte) error) error {
+				f, err := openFile(path, direct)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				return s.Scan(f.span(newBuffer(chunk), 0, int64(len(data))), fn)
+			})
+			if err != nil || got != want {
+				t.Errorf("chunk %d, direct %v: error %v\ngot\n%s\nwant\n%s", chunk, direct, err, got, want)
+			}
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(samples), "ns/sample")
+	short := filepath.Join(dir, "short.tar")
+	if err := os.WriteFile(short, data[:2000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := openFile(short, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// The manifest's size, not the file's.
+	err = s.Scan(f.span(newBuffer(align), 0, int64(len(data))), func(string, map[string][]byte) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "(is the shard truncated?)") {
+		t.Errorf("error %v, want one saying the shard is truncated", err)
+	}
 }

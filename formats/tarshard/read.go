@@ -1,13 +1,10 @@
 package tarshard
 
 import (
-	"archive/tar"
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -26,69 +23,40 @@ const MaxMember = 4 << 30
 // base name) and its members by extension ("png", "0003.png", "cls",
 // "json"). Members of one sample must be adjacent, as WebDataset requires.
 //
-// The map and the byte slices are reused for the next sample, so reading
-// allocates nothing per sample once the buffers have grown: fn must copy
-// whatever it keeps after it returns.
+// The map and the byte slices are valid until fn returns: they are
+// reused for the next sample (see Scanner), so fn must copy whatever it
+// keeps.
 func Read(r io.Reader, fn func(key string, members map[string][]byte) error) error {
-	tr := tar.NewReader(r)
-	members := make(map[string][]byte)
-	var (
-		bufs [][]byte // reused member buffers
-		used int      // buffers holding members of the current sample
-		key  string
-	)
-	flush := func() error {
-		if used == 0 {
-			return nil
-		}
-		err := fn(key, members)
-		clear(members)
-		used = 0
-		return err
+	var s Scanner
+	return s.Scan(&readerChunks{r: r, buf: make([]byte, readChunk)}, fn)
+}
+
+// readChunk is the size of Read's reads.
+const readChunk = 1 << 20
+
+// readerChunks is a Chunker over a reader. It hands out full chunks, but
+// for the last, so every header lies whole and aligned in one.
+type readerChunks struct {
+	r   io.Reader
+	buf []byte
+	err error // to return once the data read with it is handed out
+}
+
+func (c *readerChunks) Chunk() ([]byte, error) {
+	if c.err != nil {
+		return nil, c.err
 	}
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return flush()
-		}
-		if err != nil {
-			return fmt.Errorf("read tar: %w", err)
-		}
-		if hdr.Typeflag != tar.TypeReg {
-			continue
-		}
-		dir, base := path.Split(hdr.Name)
-		stem, ext, ok := strings.Cut(base, ".")
-		if !ok {
-			return fmt.Errorf("tar member %s has no extension; not a WebDataset shard", hdr.Name)
-		}
-		if k := dir + stem; k != key || used == 0 {
-			if err := flush(); err != nil {
-				return err
-			}
-			key = k
-		}
-		if _, dup := members[ext]; dup {
-			return fmt.Errorf("tar member %s appears twice", hdr.Name)
-		}
-		if hdr.Size > MaxMember {
-			return fmt.Errorf("tar member %s claims %d bytes", hdr.Name, hdr.Size)
-		}
-		if used == len(bufs) {
-			bufs = append(bufs, nil)
-		}
-		b := bufs[used]
-		if int64(cap(b)) < hdr.Size {
-			b = make([]byte, hdr.Size)
-		}
-		b = b[:hdr.Size]
-		if _, err := io.ReadFull(tr, b); err != nil {
-			return fmt.Errorf("read tar member %s: %w", hdr.Name, err)
-		}
-		bufs[used] = b
-		used++
-		members[ext] = b
+	n, err := io.ReadFull(c.r, c.buf)
+	switch {
+	case err == io.ErrUnexpectedEOF:
+		c.err = io.EOF
+	case err != nil:
+		c.err = err
 	}
+	if n == 0 {
+		return nil, c.err
+	}
+	return c.buf[:n], nil
 }
 
 // Decode rebuilds a sample from the members Read passes to fn. The primary
@@ -210,7 +178,7 @@ func Describe(name string) (Summary, error) {
 	defer f.Close()
 	sums := formats.NewSums()
 	h := hashWriter{w: io.Discard, h: sums}
-	tee := io.TeeReader(bufio.NewReaderSize(f, 1<<20), &h)
+	tee := io.TeeReader(f, &h)
 	err = Read(tee, func(key string, members map[string][]byte) error {
 		sum.Count++
 		if sum.Count > 1 {
@@ -236,7 +204,7 @@ func Describe(name string) (Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("%s: %w", name, err)
 	}
-	// tar.Reader stops at the end-of-archive marker; hash the rest too.
+	// Read stops at the end-of-archive marker; hash the rest too.
 	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return sum, fmt.Errorf("%s: %w", name, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -368,26 +369,52 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
-// TestReadReusesBuffers checks the documented contract: the second
-// sample's members land in the buffers the first sample's used.
-func TestReadReusesBuffers(t *testing.T) {
-	samples := []formats.Sample{imageSample("a", 0, 8, 8, 3), imageSample("b", 0, 8, 8, 3)}
+// chunks hands out data in pieces of n bytes, as a file read in chunks.
+type chunks struct {
+	data []byte
+	n    int
+	pos  int
+}
+
+func (c *chunks) Chunk() ([]byte, error) {
+	if c.pos >= len(c.data) {
+		return nil, io.EOF
+	}
+	b := c.data[c.pos:min(c.pos+c.n, len(c.data))]
+	c.pos += len(b)
+	return b, nil
+}
+
+// TestScannerReusesBuffers checks the documented contract: a Scanner that
+// has read a shard once reads it again without allocating, whether its
+// members lie whole in a chunk or straddle two and are copied out.
+func TestScannerReusesBuffers(t *testing.T) {
+	samples := []formats.Sample{imageSample("a", 0, 40, 40, 3), imageSample("b", 1, 40, 40, 3), imageSample("c", 0, 40, 40, 3)}
 	p, _ := writeShard(t, PNG(), t.TempDir(), samples)
-	f, err := os.Open(p)
+	data, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var pngs [][]byte
-	err = Read(f, func(key string, m map[string][]byte) error {
-		pngs = append(pngs, m["png"])
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pngs) != 2 || &pngs[0][0] != &pngs[1][0] {
-		t.Error("the second sample's PNG is in a new buffer")
+	for _, n := range []int{512, 3 * 512, 1000, len(data)} {
+		var s Scanner
+		c := &chunks{data: data, n: n}
+		keys := 0
+		scan := func() {
+			c.pos = 0
+			if err := s.Scan(c, func(key string, m map[string][]byte) error {
+				keys++
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		scan()
+		if keys != len(samples) {
+			t.Fatalf("chunks of %d: %d samples, want %d", n, keys, len(samples))
+		}
+		if a := testing.AllocsPerRun(5, scan); a != 0 {
+			t.Errorf("chunks of %d: %.0f allocations a shard once warm, want 0", n, a)
+		}
 	}
 }
 

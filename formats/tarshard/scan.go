@@ -1,4 +1,4 @@
-package bench
+package tarshard
 
 import (
 	"archive/tar"
@@ -9,32 +9,35 @@ import (
 	"slices"
 	"strconv"
 	"unsafe"
-
-	"github.com/prep-dev/prep/formats/tarshard"
 )
 
-// tarSource reads a span for readTar, which uses headers and member
-// bodies where they lie in the span's buffer: peek hands them out without
-// a copy and skip steps past them. Only a member that runs past the end of
-// a chunk is copied. This is what brings
-// a tar pass to the speed of plain reads: copying every member out of the
-// read buffer costs as much as the read itself from the page cache.
-type tarSource struct {
-	s   *span
-	cur []byte // the part of the current chunk not yet handed out
-	// beforeRefill runs before the buffer is overwritten with the next
-	// chunk, while what peek returned is still intact.
-	beforeRefill func()
+// A Chunker hands out a stream's bytes a chunk at a time, each valid
+// until the next call, and io.EOF at the end. Chunks of any length work;
+// in chunks 8-byte aligned and a multiple of 512 bytes long (but for the
+// last), every header is read in place.
+type Chunker interface {
+	Chunk() ([]byte, error)
 }
 
-func (t *tarSource) fill() error {
+// source reads a Chunker for Scan, which uses headers and member bodies
+// where they lie in the chunk: peek hands them out without a copy and
+// skip steps past them.
+type source struct {
+	c   Chunker
+	cur []byte // the part of the current chunk not yet handed out
+	// scanner copies out the members it holds in place before the next
+	// chunk replaces them.
+	scanner *Scanner
+}
+
+func (t *source) fill() error {
 	if len(t.cur) > 0 {
 		return nil
 	}
-	if t.beforeRefill != nil {
-		t.beforeRefill()
+	if t.scanner != nil {
+		t.scanner.keepBorrowed()
 	}
-	c, err := t.s.chunk()
+	c, err := t.c.Chunk()
 	if err != nil {
 		return err
 	}
@@ -42,7 +45,7 @@ func (t *tarSource) fill() error {
 	return nil
 }
 
-func (t *tarSource) Read(p []byte) (int, error) {
+func (t *source) Read(p []byte) (int, error) {
 	if err := t.fill(); err != nil {
 		return 0, err
 	}
@@ -52,8 +55,8 @@ func (t *tarSource) Read(p []byte) (int, error) {
 }
 
 // skip steps past the next n bytes, reading the chunks it passes; at the
-// end of the span it returns the chunk's error (io.EOF).
-func (t *tarSource) skip(n int64) error {
+// end of the stream it returns the chunk's error (io.EOF).
+func (t *source) skip(n int64) error {
 	if n < 0 {
 		return errors.New("tar source: only forward skips")
 	}
@@ -70,7 +73,7 @@ func (t *tarSource) skip(n int64) error {
 
 // peek returns the next n bytes in place, without consuming them, if the
 // current chunk holds them all.
-func (t *tarSource) peek(n int64) ([]byte, bool) {
+func (t *source) peek(n int64) ([]byte, bool) {
 	if n > 0 && t.fill() != nil {
 		return nil, false
 	}
@@ -80,42 +83,40 @@ func (t *tarSource) peek(n int64) ([]byte, bool) {
 	return t.cur[:n:n], true
 }
 
-// readTar streams a WebDataset tar as tarshard.Read does — fn sees each
-// sample's key and its members by extension, with the same checks — but
-// without copying member bodies out of the span's buffer where it can
-// avoid it. The map and slices are valid until fn returns.
+// A Scanner streams WebDataset tars as Read does, from a Chunker, and
+// keeps what it needs from one sample, and one tar, to the next: a
+// Scanner used for every tar a reader reads allocates nothing once warm,
+// neither strings for names nor buffers for the members it copies out at
+// chunk boundaries (fresh pages fill at a few hundred MB/s).
+//
+// It hands out members where they lie in the chunk when it can: copying
+// every member out of the read buffer costs as much as the read itself
+// from the page cache. Only a member that runs past the end of a chunk
+// is copied.
 //
 // It parses the headers itself: archive/tar spends about 2 µs on each
 // (trimming and UTF-8 checks of every field), which at three members a
 // sample costs a third of a page-cache read. It reads USTAR and GNU
 // headers, PAX path and size records (which archive/tar writes for long
 // names) and GNU long names; other entry types are skipped.
-func readTar(src *tarSource, fn func(key string, members map[string][]byte) error) error {
-	var t tarState
-	return t.read(src, fn)
-}
-
-// tarState is what readTar reuses from one sample, and one shard, to the
-// next: a reader that keeps it allocates nothing once warm, neither
-// strings for names nor buffers for the members it copies out at chunk
-// boundaries (fresh pages fill at a few hundred MB/s here).
-type tarState struct {
+type Scanner struct {
 	members  map[string][]byte
 	bufs     [][]byte // reused buffers for members copied out
 	used     int      // of bufs, by the current sample
 	borrowed []string // members of the current sample that lie in the span's buffer
 	exts     []string // extensions seen, so a member's needs no new string
 	sample   []string // the current sample's extensions, the map's keys
-	hdr      tarHeader
+	src      source
+	hdr      header
 	blk      [blockSize / 8]uint64 // a header split across chunks; words keep it aligned for byteSum
 	ext      []byte                // PAX or GNU long-name records
 }
 
-// maxExts bounds the extensions tarState keeps; past it a member's
-// extension is a new string, as in tarshard.Read.
+// maxExts bounds the extensions a Scanner keeps; past it a member's
+// extension is a new string.
 const maxExts = 32
 
-func (t *tarState) own(n int64) []byte {
+func (t *Scanner) own(n int64) []byte {
 	if t.used == len(t.bufs) {
 		t.bufs = append(t.bufs, nil)
 	}
@@ -129,8 +130,19 @@ func (t *tarState) own(n int64) []byte {
 	return b
 }
 
+// keepBorrowed copies the current sample's members that lie in the
+// chunk out of it, before the chunk is overwritten.
+func (t *Scanner) keepBorrowed() {
+	for _, ext := range t.borrowed {
+		b := t.own(int64(len(t.members[ext])))
+		copy(b, t.members[ext])
+		t.members[ext] = b
+	}
+	t.borrowed = t.borrowed[:0]
+}
+
 // extension returns x as a string, the same one for the same bytes.
-func (t *tarState) extension(x []byte) string {
+func (t *Scanner) extension(x []byte) string {
 	for _, e := range t.exts {
 		if e == string(x) {
 			return e
@@ -143,7 +155,12 @@ func (t *tarState) extension(x []byte) string {
 	return e
 }
 
-func (t *tarState) read(src *tarSource, fn func(key string, members map[string][]byte) error) error {
+// Scan reads one tar from c and calls fn once per sample, as Read does.
+// The map and slices are valid until fn returns.
+func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte) error) error {
+	t.src = source{c: c, scanner: t}
+	defer func() { t.src = source{} }() // let go of c and its chunk
+	src := &t.src
 	if t.members == nil {
 		t.members = make(map[string][]byte)
 	}
@@ -154,14 +171,6 @@ func (t *tarState) read(src *tarSource, fn func(key string, members map[string][
 		key     string
 		started bool
 	)
-	src.beforeRefill = func() {
-		for _, ext := range t.borrowed {
-			b := t.own(int64(len(members[ext])))
-			copy(b, members[ext])
-			members[ext] = b
-		}
-		t.borrowed = t.borrowed[:0]
-	}
 	flush := func() error {
 		if !started {
 			return nil
@@ -179,6 +188,9 @@ func (t *tarState) read(src *tarSource, fn func(key string, members map[string][
 	nextSize := int64(-1)
 	for {
 		b, ok := src.peek(blockSize)
+		if ok && uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
+			ok = false // byteSum reads words: copy the header out
+		}
 		if !ok {
 			b = (*[blockSize]byte)(unsafe.Pointer(&t.blk))[:]
 			if _, err := io.ReadFull(src, b); err != nil {
@@ -204,7 +216,7 @@ func (t *tarState) read(src *tarSource, fn func(key string, members map[string][
 		if nextSize >= 0 {
 			hdr.size, nextSize = nextSize, -1
 		}
-		if hdr.size > tarshard.MaxMember {
+		if hdr.size > MaxMember {
 			return fmt.Errorf("tar member %s claims %d bytes", name, hdr.size)
 		}
 		pad := -hdr.size & (blockSize - 1)
@@ -287,8 +299,8 @@ func unexpected(err error) error {
 	return err
 }
 
-// tarHeader holds the fields of a header block readTar uses.
-type tarHeader struct {
+// header holds the fields of a header block Scan uses.
+type header struct {
 	name []byte // a copy, as the block may be overwritten; reused
 	size int64
 	typ  byte
@@ -296,7 +308,7 @@ type tarHeader struct {
 
 // parse reads a USTAR or GNU header block, checking its checksum; an
 // all-zero block is the end of the archive.
-func (h *tarHeader) parse(b []byte) error {
+func (h *header) parse(b []byte) error {
 	all := byteSum((*[blockSize]byte)(b))
 	if all == 0 {
 		return errEndOfArchive // only zero bytes sum to zero
@@ -334,7 +346,7 @@ func (h *tarHeader) parse(b []byte) error {
 // 16-bit lanes (a sum needs no byte order): the byte loop cost half a
 // microsecond a member, which shows against a page-cache read. Headers
 // are 8-byte aligned: they lie at multiples of 512 in page-aligned
-// buffers, or in tarState.blk.
+// buffers, or in Scanner.blk.
 func byteSum(b *[blockSize]byte) int64 {
 	const lanes = 0x00ff00ff00ff00ff
 	// Each lane gains at most 4×255 a step from 32 steps: below 2^16.
