@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -217,6 +218,27 @@ func TestBadInputsSkipped(t *testing.T) {
 	_, _, err = convertDir(t, context.Background(), src, t.TempDir(), func(o *Options) { o.Copies, o.Strict = 1, true })
 	if err == nil || !strings.Contains(err.Error(), "text.png") || !strings.Contains(err.Error(), "--strict") {
 		t.Fatalf("strict: err = %v", err)
+	}
+}
+
+// TestSkippedInOrder checks that the summary lists skipped inputs in the
+// manifest's order, input order, when they fall in different shards.
+func TestSkippedInOrder(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	writeImages(t, src, []string{"x"}, 2)
+	for i := range 6 {
+		os.WriteFile(filepath.Join(src, "x", fmt.Sprintf("bad%d.png", i)), []byte("not a png"), 0o644)
+	}
+	m, s, err := convertDir(t, context.Background(), src, dst, func(o *Options) { o.Copies, o.ItemsPerShard = 1, 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, sk := range s.Skipped {
+		keys = append(keys, sk.Key)
+	}
+	if len(m.Skipped) != 6 || !slices.Equal(s.Skipped, m.Skipped) || !slices.IsSorted(keys) {
+		t.Errorf("summary skipped %v, manifest %v: want the same, in input order", s.Skipped, m.Skipped)
 	}
 }
 

@@ -182,7 +182,7 @@ func Run(ctx context.Context, l *Listing, opt Options) (*manifest.Manifest, *Sum
 		Seconds:       time.Since(start).Seconds(),
 		Manifest:      opt.Sink.URI() + "/" + name,
 	}
-	for _, sh := range r.shards {
+	for _, sh := range m.Shards { // in order, unlike r.shards
 		s.Samples += sh.Count
 		s.Bytes += sh.Bytes
 		s.Skipped = append(s.Skipped, sh.Skipped...)
