@@ -7,7 +7,7 @@ GO ?= go
 export GOEXPERIMENT=simd
 BIN := bin/prep
 APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
-            libjpeg62-turbo-dev python3-h5py python3-pil python3-numpy ca-certificates
+            libjpeg62-turbo-dev libpng-dev python3-h5py python3-pil python3-numpy ca-certificates
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build test bench demo vet clean

@@ -105,7 +105,7 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.BoolVar(&f.strict, "strict", false, "fail on the first bad input instead of skipping it")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the summary as JSON on stdout")
 	fl.Int64Var(&f.maxPixels, "max-pixels", 100_000_000, "refuse images whose header declares more pixels")
-	fl.StringVar(&f.decoder, "decoder", "auto", "JPEG decoder: auto, turbo (libjpeg-turbo, DCT scaling) or go (image/jpeg)")
+	fl.StringVar(&f.decoder, "decoder", "auto", "image decoders: auto, turbo (libjpeg-turbo with DCT scaling, libpng) or go (image/jpeg, image/png)")
 	ioFlags(fl, &f.ioTimeout, &f.objectTimeout, &f.ioAttempts, 5*time.Minute)
 	fl.Float64Var(&f.video.FPS, "fps", 0, "video: resample to this frame rate first (0 keeps every decoded frame)")
 	fl.IntVar(&f.video.Every, "every", 1, "video: keep every Nth frame")

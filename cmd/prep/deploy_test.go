@@ -225,8 +225,11 @@ func TestDeployRejects(t *testing.T) {
 			[]edit{{`gs://my-bucket/shards`, `gs://my-bucket/shards2`}},
 			[]string{"Job prep-merge", "merges gs://my-bucket/shards2", "writes gs://my-bucket/shards"}},
 		{"no ffmpeg", "Dockerfile",
-			[]edit{{"libjpeg62-turbo ffmpeg", "libjpeg62-turbo"}},
+			[]edit{{"libpng16-16 ffmpeg", "libpng16-16"}},
 			[]string{"Dockerfile", "runtime stage", "ffmpeg"}},
+		{"no libpng at run time", "Dockerfile",
+			[]edit{{" libpng16-16 ", " "}},
+			[]string{"Dockerfile", "runtime stage", "libpng"}},
 		{"no libhdf5 at run time", "Dockerfile",
 			[]edit{{" libhdf5-103-1 libhdf5-hl-100 ", " "}},
 			[]string{"Dockerfile", "runtime stage", "libhdf5"}},
@@ -964,6 +967,9 @@ func checkDockerfile(file string, data []byte, calls *[]*checkedCall) (*imageCon
 	pkgs := rt.aptPackages()
 	if !slices.ContainsFunc(pkgs, func(p string) bool { return strings.HasPrefix(p, "libhdf5") && !strings.HasSuffix(p, "-dev") }) {
 		fail("runtime stage: installs no libhdf5 runtime library (%q)", pkgs)
+	}
+	if !slices.ContainsFunc(pkgs, func(p string) bool { return strings.HasPrefix(p, "libpng") && !strings.HasSuffix(p, "-dev") }) {
+		fail("runtime stage: installs no libpng runtime library (PNG decoding) (%q)", pkgs)
 	}
 	if !slices.Contains(pkgs, "ffmpeg") {
 		fail("runtime stage: installs no ffmpeg (video and audio inputs) (%q)", pkgs)

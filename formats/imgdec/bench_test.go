@@ -4,6 +4,7 @@ package imgdec
 
 import (
 	"image"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -195,6 +196,41 @@ func BenchmarkRatio(b *testing.B) {
 				}
 			}
 			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkDecodePNG is decode only over the PNG photos in
+// testdata/images: image/png against libpng, which the turbo decoder uses
+// for PNG, into a pooled image.
+func BenchmarkDecodePNG(b *testing.B) {
+	var ps []photo
+	paths, _ := filepath.Glob(filepath.Join(imagesDir, "*", "*.png"))
+	for _, path := range paths {
+		data := readFile(b, path)
+		_, info, err := Decode(data, Options{Decoder: DecoderGo})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ps = append(ps, photo{data, info.Width * info.Height})
+	}
+	if len(ps) == 0 {
+		b.Fatal("no PNG photos")
+	}
+	for _, m := range []string{DecoderGo, DecoderTurbo} {
+		b.Run(m+"/pooled", func(b *testing.B) {
+			b.ReportAllocs()
+			start := time.Now()
+			for b.Loop() {
+				for _, p := range ps {
+					img, _, err := Decode(p.data, Options{Decoder: m})
+					if err != nil {
+						b.Fatal(err)
+					}
+					Release(img)
+				}
+			}
+			reportRates(b, ps, time.Since(start))
 		})
 	}
 }

@@ -34,6 +34,18 @@ func jpegExif(data []byte) []byte {
 	return tiff
 }
 
+// pngSize reads the size from the IHDR chunk without allocating
+// (image/png.DecodeConfig builds a decoder); ok is false when the chunk is
+// missing or declares an impossible size.
+func pngSize(data []byte) (w, h int, ok bool) {
+	const ihdr = 8 + 8 // signature, then the chunk's length and type
+	if len(data) < ihdr+8 || string(data[12:16]) != "IHDR" {
+		return 0, 0, false
+	}
+	w, h = int(binary.BigEndian.Uint32(data[ihdr:])), int(binary.BigEndian.Uint32(data[ihdr+4:]))
+	return w, h, w > 0 && h > 0 && w <= 1<<31-1 && h <= 1<<31-1
+}
+
 // jpegSize reads the frame size from the SOFn segment without allocating
 // (image/jpeg.DecodeConfig builds a whole decoder); ok is false when there is
 // none or it is malformed.

@@ -2,8 +2,9 @@
 // (EXIF orientation applied), refusing oversized headers before decoding.
 //
 // JPEGs go through libjpeg-turbo when the package is built with cgo (the default
-// on Linux), which can also shrink them by M/8 in the DCT domain (scaleFor); the
-// standard library's image/jpeg is the fallback and the reference.
+// on Linux), which can also shrink them by M/8 in the DCT domain (scaleFor), and
+// PNGs through libpng; the standard library's image/jpeg and image/png are the
+// fallback and the reference.
 //
 // Decoded images may be handed back with Release once the caller is done with
 // them: touching fresh memory costs more than decoding on small VMs.
@@ -26,9 +27,9 @@ const DefaultMaxPixels = 100_000_000
 
 // Decoder names accepted by Options.Decoder.
 const (
-	DecoderAuto  = "auto"  // libjpeg-turbo for JPEG when built in, else Go
+	DecoderAuto  = "auto"  // the C libraries when built in, else Go
 	DecoderGo    = "go"    // the standard library only
-	DecoderTurbo = "turbo" // libjpeg-turbo; an error when not built in
+	DecoderTurbo = "turbo" // libjpeg-turbo for JPEG, libpng for PNG; an error when not built in
 )
 
 // Options tune Decode. The zero value decodes at full size with the default
@@ -73,7 +74,7 @@ type Info struct {
 	Warning string
 }
 
-// TurboAvailable reports whether libjpeg-turbo is built in.
+// TurboAvailable reports whether libjpeg-turbo and libpng are built in.
 func TurboAvailable() bool { return turboBuiltIn }
 
 // Decode decodes a JPEG or PNG file into an upright *image.NRGBA. Alpha is
@@ -88,7 +89,7 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 	case DecoderGo:
 	case DecoderTurbo:
 		if !turboBuiltIn {
-			return nil, info, errors.New("decoder \"turbo\" is not built in (build with CGO_ENABLED=1 and libjpeg62-turbo-dev installed)")
+			return nil, info, errors.New("decoder \"turbo\" is not built in (build with CGO_ENABLED=1 and libjpeg62-turbo-dev and libpng-dev installed)")
 		}
 		useTurbo = true
 	default:
@@ -102,8 +103,10 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 	info.Format = format
 
 	var cfg image.Config
-	if format == "png" {
-		cfg, err = png.DecodeConfig(bytes.NewReader(data))
+	if w, h, ok := pngSize(data); format == "png" && ok {
+		cfg.Width, cfg.Height = w, h
+	} else if format == "png" {
+		cfg, err = png.DecodeConfig(bytes.NewReader(data)) // for its error
 	} else if w, h, ok := jpegSize(data); ok {
 		cfg.Width, cfg.Height = w, h
 	} else {
@@ -127,6 +130,8 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 			img, err = decodeGo(format, data)
 			info.ScaleNum = 8
 		}
+	case format == "png" && useTurbo:
+		img, err = decodePNG(data, cfg)
 	default:
 		img, err = decodeGo(format, data)
 	}

@@ -14,3 +14,7 @@ var errTurboUnsupported = errors.New("libjpeg-turbo is not built in")
 func decodeTurbo(data []byte, cfg image.Config, minSide int, gap float64) (*image.NRGBA, int, string, error) {
 	return nil, 8, "", errTurboUnsupported
 }
+
+func decodePNG(data []byte, cfg image.Config) (*image.NRGBA, error) {
+	return nil, errTurboUnsupported
+}
