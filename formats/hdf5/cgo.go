@@ -55,10 +55,14 @@ package hdf5
 // // handler before returning, and gonum's clean-up calls clear it soon
 // // after; so the handler keeps the innermost entry, the one that says what
 // // failed (for a full disk, the sec2 driver's errno), per thread.
+// // Any entry with errno 28 marks a full disk, looked for before the
+// // description is cut to size (a long path can push it past the end).
 // static __thread char prep_desc[512];
+// static __thread int prep_nospace;
 //
 // static herr_t prep_walk(unsigned n, const H5E_error2_t *e, void *data) {
 //     if (e->desc != NULL) {
+//         if (strstr(e->desc, "errno = 28,") != NULL) prep_nospace = 1;
 //         strncpy(prep_desc, e->desc, sizeof prep_desc - 1);
 //         prep_desc[sizeof prep_desc - 1] = 0;
 //     }
@@ -72,22 +76,36 @@ package hdf5
 //
 // static void prep_errors_on(void) {
 //     prep_desc[0] = 0;
+//     prep_nospace = 0;
 //     H5Eset_auto2(H5E_DEFAULT, prep_auto, NULL);
 // }
 //
-// // prep_take_desc hands over the last failure's description once, so
-// // that a caller wrapping an error twice adds it once.
-// static void prep_take_desc(char *dst, size_t n) {
+// // prep_take_desc hands over the last failure's description, and
+// // whether the disk was full, once, so that a caller wrapping an error
+// // twice adds them once.
+// static int prep_take_desc(char *dst, size_t n) {
 //     strncpy(dst, prep_desc, n - 1);
 //     dst[n - 1] = 0;
 //     prep_desc[0] = 0;
+//     int full = prep_nospace;
+//     prep_nospace = 0;
+//     return full;
 // }
 //
-// // prep_fd returns the sec2 driver's descriptor for file f.
+// // prep_fd returns the descriptor of file f, which prep opens with the
+// // sec2 driver, the default; -1 for any other driver.
 // static int prep_fd(hid_t f) {
+//     hid_t fapl = H5Fget_access_plist(f);
+//     if (fapl < 0) return -1;
+//     hid_t drv = H5Pget_driver(fapl);
+//     H5Pclose(fapl);
 //     void *h = NULL;
-//     if (H5Fget_vfd_handle(f, H5P_DEFAULT, &h) < 0 || h == NULL) return -1;
+//     if (drv != H5FD_SEC2 || H5Fget_vfd_handle(f, H5P_DEFAULT, &h) < 0 || h == NULL) return -1;
 //     return *(int *)h;
+// }
+//
+// static int prep_open_files(void) {
+//     return (int)H5Fget_obj_count((hid_t)H5F_OBJ_ALL, H5F_OBJ_FILE);
 // }
 import "C"
 
@@ -129,14 +147,22 @@ func closeFile(id int64) error {
 // fid still shares it; when that flush fails (a full disk) the library
 // keeps f open, and with it the descriptor, so the space of the temp
 // file the caller removes would stay taken until the process exits. The
-// descriptor is then pointed at an anonymous memory file, where a second
-// close of f can flush and let go.
+// descriptor is then pointed at an anonymous memory file, where closing
+// f again can flush and let go. (The first retry's flush empties the
+// cache into the memory file but fails all the same, as the failed flush
+// left the cache's list of dirty entries on; the next one lets go.
+// Leaving f open would also keep the temp file's inode number taken in
+// the library, which refuses to create a file that reuses it: "unable to
+// truncate a file which is already open".)
 func closeFiles(f *hdf5.File, fid int64) error {
 	var err error
 	if f != nil {
-		id := f.ID()
+		id := C.hid_t(f.ID())
 		if err = libError(f.Close()); err != nil && discard(fid) == nil {
-			C.H5Fclose(C.hid_t(id))
+			for i := 0; i < 3 && C.H5Iis_valid(id) > 0; i++ {
+				C.H5Fclose(id)
+			}
+			takeDesc() // what the retries said is not news
 		}
 	}
 	if fid != 0 {
@@ -189,19 +215,33 @@ func libError(err error) error {
 	if err == nil {
 		return nil
 	}
-	var buf [512]C.char
-	C.prep_take_desc(&buf[0], C.size_t(len(buf)))
-	desc := C.GoString(&buf[0])
+	desc, full := takeDesc()
+	if full {
+		return fmt.Errorf("%w: %w", err, syscall.ENOSPC)
+	}
 	if desc == "" {
 		return err
-	}
-	if strings.Contains(desc, "errno = 28,") {
-		return fmt.Errorf("%w: %w", err, syscall.ENOSPC)
 	}
 	// The sec2 driver's descriptions run over several lines with a time
 	// stamp; the first line is what failed.
 	desc, _, _ = strings.Cut(desc, "\n")
 	return fmt.Errorf("%w: %s", err, strings.TrimRight(desc, ", "))
+}
+
+// takeDesc returns, and clears, the description of the last failure on
+// this thread and whether it was a full disk.
+func takeDesc() (desc string, full bool) {
+	var buf [512]C.char
+	full = C.prep_take_desc(&buf[0], C.size_t(len(buf))) != 0
+	return C.GoString(&buf[0]), full
+}
+
+// openFiles counts the files the library holds open (for tests: none
+// may stay open after a failed write).
+func openFiles() int {
+	lockLib()
+	defer unlockLib()
+	return int(C.prep_open_files())
 }
 
 func datasetCreatePlist() (*hdf5.PropList, error) {

@@ -1,6 +1,7 @@
 package hdf5
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -62,14 +63,26 @@ func TestDiskFull(t *testing.T) {
 // TestDiskFullEverywhere fills a small tmpfs at every point of a shard's
 // write, one page of room more each time: whichever call runs out of
 // space (the library's own metadata writes included), the error must be
-// ENOSPC and name the file, and nothing may be left under the final name.
+// ENOSPC and name the file, nothing may be left under the final name, and
+// the library must hold no file open afterwards (nor its descriptor).
+// The shard's path is long, as the library's message quotes it before
+// the errno.
 func TestDiskFullEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("needs a tmpfs mount (root): %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	long := filepath.Join(dir, strings.Repeat("d", 200), strings.Repeat("e", 200))
 	const samples = 4
+	ref := filepath.Join(t.TempDir(), "s.h5")
+	if err := writeAll(ref, 0, samples); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, expect := range []int{0, samples, samples + 2} { // gathered, streamed, shrunk
 		fits := false
 		for kib := 4; !fits; kib += 4 {
@@ -79,9 +92,18 @@ func TestDiskFullEverywhere(t *testing.T) {
 			if out, err := exec.Command("mount", "-o", fmt.Sprintf("remount,size=%dk", kib), dir).CombinedOutput(); err != nil {
 				t.Fatalf("remount: %v: %s", err, out)
 			}
-			p := filepath.Join(dir, "s.h5")
+			os.RemoveAll(filepath.Join(dir, strings.Repeat("d", 200)))
+			if err := os.MkdirAll(long, 0o755); err != nil {
+				continue // no room for the folders yet
+			}
+			p := filepath.Join(long, "s.h5")
 			err := writeAll(p, expect, samples)
 			if err == nil {
+				// After all those failures, the same bytes as on a disk
+				// with room.
+				if got, _ := os.ReadFile(p); !bytes.Equal(got, want) {
+					t.Errorf("expect=%d, %d KiB: the shard differs from one written with room", expect, kib)
+				}
 				fits = true
 			} else if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), p) {
 				t.Errorf("expect=%d, %d KiB: got %v, want ENOSPC naming %s", expect, kib, err, p)
@@ -91,6 +113,12 @@ func TestDiskFullEverywhere(t *testing.T) {
 			}
 			if _, serr := os.Stat(p); err != nil && !os.IsNotExist(serr) {
 				t.Errorf("expect=%d, %d KiB: a file under the final name after %v", expect, kib, err)
+			}
+			if n := openFiles(); n != 0 {
+				t.Fatalf("expect=%d, %d KiB: the library holds %d files open after %v", expect, kib, n, err)
+			}
+			if fds := openFDs(t, dir, "memfd:"); len(fds) > 0 {
+				t.Fatalf("expect=%d, %d KiB: descriptors left open after %v: %v", expect, kib, err, fds)
 			}
 			os.Remove(p)
 		}
@@ -112,4 +140,24 @@ func writeAll(p string, expect, n int) error {
 	}
 	_, err = w.Close()
 	return err
+}
+
+// openFDs lists this process's descriptors open on paths with one of the
+// prefixes.
+func openFDs(t *testing.T, prefixes ...string) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	var open []string
+	for _, e := range ents {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		for _, p := range prefixes {
+			if strings.HasPrefix(target, p) {
+				open = append(open, target)
+			}
+		}
+	}
+	return open
 }

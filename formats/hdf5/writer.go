@@ -344,8 +344,9 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 	// them and opened a second time here; both handles share one file.
 	f, err := hdf5.OpenFile(name, hdf5.F_ACC_RDWR)
 	if err != nil {
+		err = libError(err) // before the close below takes the description
 		closeFile(fid)
-		return nil, libError(err)
+		return nil, err
 	}
 	defer func() {
 		err = libError(err)
@@ -596,7 +597,7 @@ func writeDataset(f *hdf5.File, name string, dtype formats.DType, shape []int, d
 	return info, err
 }
 
-func create(f *hdf5.File, name string, t *hdf5.Datatype, shape []int, data []byte) (formats.DatasetInfo, error) {
+func create(f *hdf5.File, name string, t *hdf5.Datatype, shape []int, data []byte) (_ formats.DatasetInfo, err error) {
 	dims := make([]uint, len(shape))
 	for i, d := range shape {
 		dims[i] = uint(d)
@@ -615,7 +616,13 @@ func create(f *hdf5.File, name string, t *hdf5.Datatype, shape []int, data []byt
 	if err != nil {
 		return formats.DatasetInfo{}, err
 	}
-	defer ds.Close()
+	defer func() {
+		// A small dataset waits in the library's sieve buffer until this
+		// close writes it: on a full disk, here is where that fails.
+		if cerr := ds.Close(); err == nil && cerr != nil {
+			err = libError(cerr)
+		}
+	}()
 	if len(data) > 0 {
 		if err := ds.Write(&data[0]); err != nil {
 			return formats.DatasetInfo{}, libError(err)
