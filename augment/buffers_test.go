@@ -40,4 +40,13 @@ func TestApplyBuffers(t *testing.T) {
 	}); n > 3 {
 		t.Errorf("a resample with warm buffers makes %v allocations, want no more than its image headers and view", n)
 	}
+	// An image already at the resize's size is only cropped: into the
+	// buffers too, not a new image (200 KB a sample).
+	r := mustParse(t, "resize=256,crop=224")
+	allocs := func(img *image.NRGBA) float64 {
+		return testing.AllocsPerRun(10, func() { r.ApplyBuffers(img, newRand(1), &buf) })
+	}
+	if cropped, resampled := allocs(noiseImage(384, 256, 2)), allocs(img); cropped > resampled {
+		t.Errorf("resize=256,crop=224 on a 384x256 image makes %v allocations, more than the %v of one it resamples", cropped, resampled)
+	}
 }

@@ -67,7 +67,7 @@ func (o jitter) applyImage(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any)
 		}
 		params[jitterNames[i]] = factor[i]
 	}
-	out := cropPad(img, image.Rect(0, 0, img.Rect.Dx(), img.Rect.Dy()))
+	out := cropPad(img, image.Rect(0, 0, img.Rect.Dx(), img.Rect.Dy()), nil)
 	applied := []string{}
 	for _, i := range order {
 		if amount[i] == 0 {
@@ -229,7 +229,7 @@ func (o gray) applyImage(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any) {
 	if rng.Float64() >= o.p {
 		return img, false
 	}
-	out := cropPad(img, image.Rect(0, 0, img.Rect.Dx(), img.Rect.Dy()))
+	out := cropPad(img, image.Rect(0, 0, img.Rect.Dx(), img.Rect.Dy()), nil)
 	p := out.Pix
 	for i := 0; i < len(p); i += 4 {
 		l := luma(p[i], p[i+1], p[i+2])

@@ -78,7 +78,7 @@ func (o resize) applySource(img *image.NRGBA, src Source, buf *Buffers) *image.N
 		return scaled
 	}
 	x, y := (o.w-w)/2, (o.h-h)/2
-	return cropPad(scaled, image.Rect(-x, -y, o.w-x, o.h-y))
+	return cropPad(scaled, image.Rect(-x, -y, o.w-x, o.h-y), buf)
 }
 
 // scaled returns the size an sw x sh image is resampled to (for fit, the
@@ -115,7 +115,7 @@ func resizeCrop(rs resize, c crop, img *image.NRGBA, src Source, rng *rand.Rand,
 	win := image.Rect(x, y, x+c.w, y+c.h)
 	if unchanged(img, w, h, src) || !win.In(image.Rect(0, 0, w, h)) {
 		// Nothing to resample, or a window with padding.
-		return cropPad(resizeTo(img, w, h, src, buf), win), p
+		return cropPad(resizeTo(img, w, h, src, buf), win, buf), p
 	}
 	return resampleWindow(img, w, h, win, src, buf), p
 }
@@ -169,7 +169,7 @@ func (o crop) String() string {
 
 func (o crop) applyImage(img *image.NRGBA, rng *rand.Rand) (*image.NRGBA, any) {
 	x, y, p := o.place(img.Rect.Dx(), img.Rect.Dy(), rng)
-	return cropPad(img, image.Rect(x, y, x+o.w, y+o.h)), p
+	return cropPad(img, image.Rect(x, y, x+o.w, y+o.h), nil), p
 }
 
 // place returns the window's top-left corner in an sw x sh image and the
@@ -202,9 +202,10 @@ func randomOffset(rng *rand.Rand, size, crop int) int {
 }
 
 // cropPad copies the window r, in coordinates relative to img's top-left
-// corner, into a new image; parts outside img are black.
-func cropPad(img *image.NRGBA, r image.Rectangle) *image.NRGBA {
-	dst := image.NewNRGBA(image.Rect(0, 0, r.Dx(), r.Dy()))
+// corner, into a new image from buf (nil: allocated); parts outside img
+// are black.
+func cropPad(img *image.NRGBA, r image.Rectangle, buf *Buffers) *image.NRGBA {
+	dst := buf.image(r.Dx(), r.Dy())
 	in := r.Intersect(image.Rect(0, 0, img.Rect.Dx(), img.Rect.Dy()))
 	if in != r {
 		for i := 0; i < len(dst.Pix); i += 4 {
@@ -294,7 +295,7 @@ func (o rrc) apply(img *image.NRGBA, knownOpaque bool, rng *rand.Rand, buf *Buff
 	x, y, w, h := o.window(sw, sh, rng)
 	win := image.Rect(x, y, x+w, y+h)
 	if w == o.w && h == o.h {
-		return cropPad(img, win), []int{x, y, w, h}
+		return cropPad(img, win, buf), []int{x, y, w, h}
 	}
 	sub := img.SubImage(win.Add(img.Rect.Min)).(*image.NRGBA)
 	out := resampleWindow(sub, o.w, o.h, image.Rect(0, 0, o.w, o.h), Source{Opaque: knownOpaque}, buf)

@@ -310,7 +310,7 @@ func TestRotate(t *testing.T) {
 				img   *image.NRGBA
 				angle float64
 				want  *image.NRGBA
-			}{"30 is the middle of imaging.Rotate", img, 30, cropPad(big, image.Rect(d/2, d/2, d/2+n, d/2+n))})
+			}{"30 is the middle of imaging.Rotate", img, 30, cropPad(big, image.Rect(d/2, d/2, d/2+n, d/2+n), nil)})
 		}
 	}
 	for _, tt := range tests {

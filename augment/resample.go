@@ -196,7 +196,7 @@ func resampleWindow(img *image.NRGBA, w, h int, win image.Rectangle, src Source,
 		if win == out.Rect {
 			return out
 		}
-		return cropPad(out, win)
+		return cropPad(out, win, buf)
 	}
 	// The source rows the window's rows read.
 	var tv taps
@@ -214,7 +214,7 @@ func resampleWindow(img *image.NRGBA, w, h int, win image.Rectangle, src Source,
 		if sameH {
 			// No pass runs and cols is a view of the input: copy, so that
 			// the result never aliases the input.
-			return cropPad(&cols, image.Rect(0, 0, cols.Rect.Dx(), cols.Rect.Dy()))
+			return cropPad(&cols, image.Rect(0, 0, cols.Rect.Dx(), cols.Rect.Dy()), buf)
 		}
 		return resampleV(&cols, tv, rows[0], win.Min.Y, win.Max.Y, buf)
 	}
