@@ -85,9 +85,10 @@ func (t *source) peek(n int64) ([]byte, bool) {
 
 // A Scanner streams WebDataset tars as Read does, from a Chunker, and
 // keeps what it needs from one sample, and one tar, to the next: a
-// Scanner used for every tar a reader reads allocates nothing once warm,
-// neither strings for names nor buffers for the members it copies out at
-// chunk boundaries (fresh pages fill at a few hundred MB/s).
+// Scanner used for every tar a reader reads allocates, once warm, only
+// each sample's key (a string fn may keep): neither strings for
+// extensions nor buffers for the members it copies out at chunk
+// boundaries (fresh pages fill at a few hundred MB/s).
 //
 // It hands out members where they lie in the chunk when it can: copying
 // every member out of the read buffer costs as much as the read itself

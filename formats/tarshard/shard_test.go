@@ -386,10 +386,10 @@ func (c *chunks) Chunk() ([]byte, error) {
 }
 
 // TestScannerReusesBuffers checks the documented contract: a Scanner that
-// has read a shard once reads it again without allocating, whether its
-// members lie whole in a chunk or straddle two and are copied out.
+// has read a shard once reads it again allocating only the keys, whether
+// its members lie whole in a chunk or straddle two and are copied out.
 func TestScannerReusesBuffers(t *testing.T) {
-	samples := []formats.Sample{imageSample("a", 0, 40, 40, 3), imageSample("b", 1, 40, 40, 3), imageSample("c", 0, 40, 40, 3)}
+	samples := []formats.Sample{imageSample("cat/001", 0, 40, 40, 3), imageSample("cat/002", 1, 40, 40, 3), imageSample("dog/003", 0, 40, 40, 3)}
 	p, _ := writeShard(t, PNG(), t.TempDir(), samples)
 	data, err := os.ReadFile(p)
 	if err != nil {
@@ -412,8 +412,8 @@ func TestScannerReusesBuffers(t *testing.T) {
 		if keys != len(samples) {
 			t.Fatalf("chunks of %d: %d samples, want %d", n, keys, len(samples))
 		}
-		if a := testing.AllocsPerRun(5, scan); a != 0 {
-			t.Errorf("chunks of %d: %.0f allocations a shard once warm, want 0", n, a)
+		if a := testing.AllocsPerRun(5, scan); a != float64(len(samples)) {
+			t.Errorf("chunks of %d: %.0f allocations a shard once warm, want %d, one a key", n, a, len(samples))
 		}
 	}
 }
