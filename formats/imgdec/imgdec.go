@@ -132,6 +132,13 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 		}
 	case format == "png" && useTurbo:
 		img, err = decodePNG(data, cfg)
+		// libpng has limits of its own (chunk sizes, some sequences it
+		// calls errors): what image/png reads is not lost to them.
+		if err != nil {
+			if gimg, gerr := decodeGo(format, data); gerr == nil {
+				img, err = gimg, nil
+			}
+		}
 	default:
 		img, err = decodeGo(format, data)
 	}

@@ -11,10 +11,12 @@ package imgdec
 
 enum { prep_png_ok = 0, prep_png_fail = 1, prep_png_truncated = 2 };
 
+// prep_png_short is the error of a read past the end of the data.
+static const char prep_png_short[] = "the data ends early";
+
 struct prep_png_src {
 	const unsigned char *data;
 	size_t size, pos;
-	int truncated;
 	char *msg;
 	int msglen;
 };
@@ -22,8 +24,7 @@ struct prep_png_src {
 static void prep_png_read(png_structp p, png_bytep out, size_t n) {
 	struct prep_png_src *s = (struct prep_png_src *)png_get_io_ptr(p);
 	if (n > s->size - s->pos) {
-		s->truncated = 1;
-		png_error(p, "the data ends early");
+		png_error(p, prep_png_short);
 	}
 	memcpy(out, s->data + s->pos, n);
 	s->pos += n;
@@ -43,7 +44,7 @@ static void prep_png_warning(png_structp p, png_const_charp m) {}
 // alpha, 16-bit samples keep their high byte, no gamma is applied.
 static int prep_png_decode(const unsigned char *data, size_t size,
 		unsigned char *out, int stride, int want_w, int want_h, char *msg, int msglen) {
-	struct prep_png_src s = {data, size, 0, 0, msg, msglen};
+	struct prep_png_src s = {data, size, 0, msg, msglen};
 	msg[0] = 0;
 	png_structp p = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s, prep_png_error, prep_png_warning);
 	if (p == NULL) {
@@ -51,9 +52,11 @@ static int prep_png_decode(const unsigned char *data, size_t size,
 		return prep_png_fail;
 	}
 	png_infop info = png_create_info_struct(p);
+	// After the jump, read only what was set before setjmp, and msg (the
+	// caller's): locals changed since are indeterminate.
 	if (info == NULL || setjmp(png_jmpbuf(p))) {
 		png_destroy_read_struct(&p, &info, NULL);
-		return s.truncated ? prep_png_truncated : prep_png_fail;
+		return strcmp(msg, prep_png_short) == 0 ? prep_png_truncated : prep_png_fail;
 	}
 	// Like image/png, refuse a bad checksum in any chunk.
 	png_set_crc_action(p, PNG_CRC_ERROR_QUIT, PNG_CRC_ERROR_QUIT);

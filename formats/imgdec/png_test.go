@@ -176,3 +176,24 @@ func hasAlpha(img *image.NRGBA) bool {
 	}
 	return false
 }
+
+// TestPNGBeyondLibpng decodes a PNG past libpng's width limit (a million
+// pixels, its default), which image/png reads: the turbo decoder falls
+// back to it rather than lose the image.
+func TestPNGBeyondLibpng(t *testing.T) {
+	if !TurboAvailable() {
+		t.Skip("libpng is not built in (cgo off)")
+	}
+	data := pngSpec{w: 1_000_001, h: 1, ctype: 0, depth: 8}.encode(9)
+	if _, err := decodePNG(data, image.Config{Width: 1_000_001, Height: 1}); err == nil {
+		t.Skip("this libpng takes images over a million pixels wide")
+	}
+	want, _, err := Decode(data, Options{Decoder: DecoderGo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := Decode(data, Options{Decoder: DecoderTurbo})
+	if err != nil || !bytes.Equal(got.Pix, want.Pix) {
+		t.Fatalf("turbo: err %v, same pixels as image/png: %v", err, err == nil && bytes.Equal(got.Pix, want.Pix))
+	}
+}
