@@ -470,14 +470,22 @@ func listInputs(ctx context.Context, o *cloudsrc.Opener, src string, handled fun
 	return convert.ListSource(ctx, s, handled)
 }
 
+// count says n things, "1 shard" or "3 shards".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
 func printSummary(w io.Writer, format string, s *convert.Summary) {
 	if s.ShardsWritten == 0 && s.ShardsKept > 0 {
 		// A resume with nothing left: no speed to report.
-		fmt.Fprintf(w, "nothing to convert: all %d shards (%d samples, %s) were finished and are kept\n",
-			s.ShardsKept, s.Samples, humanBytes(s.Bytes))
+		fmt.Fprintf(w, "nothing to convert: all %s (%s, %s) were finished and are kept\n",
+			count(s.ShardsKept, "shard"), count(s.Samples, "sample"), humanBytes(s.Bytes))
 	} else {
-		fmt.Fprintf(w, "converted %d samples (%s) into %d new shards (%d kept) in %.1fs: %.0f samples/s, %.1f MB/s\n",
-			s.Samples, humanBytes(s.Bytes), s.ShardsWritten, s.ShardsKept, s.Seconds, s.SamplesPerSec, s.MBPerSec)
+		fmt.Fprintf(w, "converted %s (%s) into %s (%d kept) in %.1fs: %.0f samples/s, %.1f MB/s\n",
+			count(s.Samples, "sample"), humanBytes(s.Bytes), count(s.ShardsWritten, "new shard"), s.ShardsKept, s.Seconds, s.SamplesPerSec, s.MBPerSec)
 	}
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(w, "skipped %d inputs (listed in the manifest):\n", len(s.Skipped))

@@ -519,3 +519,14 @@ func TestProgressLog(t *testing.T) {
 		}
 	}
 }
+
+func TestCount(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "0 shards"}, {1, "1 shard"}, {2, "2 shards"}} {
+		if got := count(tc.n, "shard"); got != tc.want {
+			t.Errorf("count(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

@@ -145,7 +145,7 @@ func TestConvertGCS(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdout, stderr, code := prepRun(t, append([]string{"convert", "gs://raw/photos", "gs://out/a", "--resume", "--io-timeout", "500ms"}, flags...)...)
-	if code != 0 || !strings.Contains(stdout, "1 new shards (3 kept)") {
+	if code != 0 || !strings.Contains(stdout, "1 new shard (3 kept)") {
 		t.Fatalf("resume: exit %d: %s %s", code, stdout, stderr)
 	}
 	sameSet(t, "resumed gs://out/a", bucketFiles(t, direct, "out", "a"), want)
@@ -485,7 +485,7 @@ func TestConvertGCSUploadsAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdout, stderrS, code := prepRun(t, append([]string{"convert", "gs://raw/photos", "gs://out/clean", "--resume"}, flags...)...)
-	if code != 0 || !strings.Contains(stdout, "1 new shards (3 kept)") {
+	if code != 0 || !strings.Contains(stdout, "1 new shard (3 kept)") {
 		t.Fatalf("resume over a changed shard: exit %d: %s %s", code, stdout, stderrS)
 	}
 	sameSet(t, "resumed gs://out/clean", bucketFiles(t, direct, "out", "clean"), want)

@@ -94,7 +94,7 @@ func runInspect(w io.Writer, target string, verify, jsonOut bool) error {
 		}
 		return fmt.Errorf("%d of %d shards failed verification: rerun convert with --resume to rewrite them", len(bad), len(m.Shards))
 	}
-	fmt.Fprintf(w, "verified %d shards: checksums and sizes match the manifest\n", len(m.Shards))
+	fmt.Fprintf(w, "verified %s: checksums and sizes match the manifest\n", count(len(m.Shards), "shard"))
 	return nil
 }
 
@@ -163,8 +163,8 @@ func printManifest(w io.Writer, m *manifest.Manifest) {
 	if len(m.Classes) > 0 {
 		fmt.Fprintf(w, "classes (%d): %s\n", len(m.Classes), strings.Join(first(m.Classes, 20), ", "))
 	}
-	fmt.Fprintf(w, "%d samples in %d shards, %s; %d skipped, %d ignored\n",
-		m.Samples, len(m.Shards), humanBytes(m.Bytes), len(m.Skipped), len(m.Ignored))
+	fmt.Fprintf(w, "%s in %s, %s; %d skipped, %d ignored\n",
+		count(m.Samples, "sample"), count(len(m.Shards), "shard"), humanBytes(m.Bytes), len(m.Skipped), len(m.Ignored))
 	for _, s := range m.Shards {
 		if s.File == "" {
 			fmt.Fprintf(w, "  shard %d: empty (%d inputs skipped)\n", s.Index, len(s.Skipped))

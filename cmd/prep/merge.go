@@ -37,8 +37,8 @@ written.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "merged %d shards, %d samples, %d skipped into %s/manifest.json\n",
-				len(m.Shards), m.Samples, len(m.Skipped), sink.URI())
+			fmt.Fprintf(cmd.OutOrStdout(), "merged %s, %s, %d skipped into %s/manifest.json\n",
+				count(len(m.Shards), "shard"), count(m.Samples, "sample"), len(m.Skipped), sink.URI())
 			return nil
 		},
 	}
