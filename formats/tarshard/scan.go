@@ -111,6 +111,8 @@ type Scanner struct {
 	hdr      header
 	blk      [blockSize / 8]uint64 // a header split across chunks; words keep it aligned for byteSum
 	ext      []byte                // PAX or GNU long-name records
+	paxName  []byte                // the path of the last PAX records
+	gnuName  []byte                // the last GNU long name
 }
 
 // maxExts bounds the extensions a Scanner keeps; past it a member's
@@ -181,11 +183,9 @@ func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte)
 		t.used, t.borrowed, t.sample, started = 0, t.borrowed[:0], t.sample[:0], false
 		return err
 	}
-	// The long name or size the next header takes from a PAX or GNU entry.
-	var (
-		nextName []byte
-		hasName  bool
-	)
+	// The name or size the next member takes from the PAX and GNU
+	// entries before it, kept in t.paxName and t.gnuName.
+	hasPAXName, hasGNUName := false, false
 	nextSize := int64(-1)
 	for {
 		b, ok := src.peek(blockSize)
@@ -209,14 +209,24 @@ func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte)
 			}
 			return fmt.Errorf("read tar: %w", err)
 		}
-		if hasName {
-			// nextName lies in ext, which no header reads before this one.
-			hdr.name, hasName = append(hdr.name[:0], nextName...), false
+		meta := hdr.typ == tar.TypeXHeader || hdr.typ == tar.TypeGNULongName
+		if !meta {
+			// As archive/tar: a GNU long name wins over a PAX path.
+			if hasPAXName {
+				hdr.name = append(hdr.name[:0], t.paxName...)
+			}
+			if hasGNUName {
+				hdr.name = append(hdr.name[:0], t.gnuName...)
+			}
+			if nextSize >= 0 {
+				hdr.size = nextSize
+			}
+			hasPAXName, hasGNUName, nextSize = false, false, -1
+		}
+		if headerOnly(hdr.typ) {
+			hdr.size = 0 // whatever the field says, as archive/tar reads them
 		}
 		name := hdr.name // valid until the next parse, whatever refills the buffer
-		if nextSize >= 0 {
-			hdr.size, nextSize = nextSize, -1
-		}
 		if hdr.size > MaxMember {
 			return fmt.Errorf("tar member %s claims %d bytes", name, hdr.size)
 		}
@@ -231,8 +241,8 @@ func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte)
 				return fmt.Errorf("read tar: %w", unexpected(err))
 			}
 			if hdr.typ == tar.TypeGNULongName {
-				nextName, hasName = cString(t.ext), true
-			} else if err := parsePAX(t.ext, &nextName, &hasName, &nextSize); err != nil {
+				t.gnuName, hasGNUName = append(t.gnuName[:0], cString(t.ext)...), true
+			} else if err := parsePAX(t.ext, &t.paxName, &hasPAXName, &nextSize); err != nil {
 				return fmt.Errorf("read tar: %s: %w", name, err)
 			}
 			if err := src.skip(pad); err != nil {
@@ -290,6 +300,16 @@ func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte)
 }
 
 const blockSize = 512
+
+// headerOnly reports whether entries of type typ have no data: links,
+// devices, folders and FIFOs.
+func headerOnly(typ byte) bool {
+	switch typ {
+	case tar.TypeLink, tar.TypeSymlink, tar.TypeChar, tar.TypeBlock, tar.TypeDir, tar.TypeFifo:
+		return true
+	}
+	return false
+}
 
 var errEndOfArchive = errors.New("end of archive")
 
@@ -392,8 +412,8 @@ func cString(b []byte) []byte {
 	return b
 }
 
-// parsePAX reads the path and size of PAX records ("LEN key=value\n");
-// the path it returns lies in b.
+// parsePAX reads the path and size of PAX records ("LEN key=value\n"),
+// copying the path into *name.
 func parsePAX(b []byte, name *[]byte, hasName *bool, size *int64) error {
 	for len(b) > 0 {
 		sp := bytes.IndexByte(b, ' ')
@@ -410,7 +430,7 @@ func parsePAX(b []byte, name *[]byte, hasName *bool, size *int64) error {
 		}
 		switch string(k) {
 		case "path":
-			*name, *hasName = v, true
+			*name, *hasName = append((*name)[:0], v...), true
 		case "size":
 			if *size, err = strconv.ParseInt(string(v), 10, 64); err != nil || *size < 0 {
 				return tar.ErrHeader

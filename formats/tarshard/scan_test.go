@@ -101,6 +101,18 @@ func rawTar(t *testing.T, format tar.Format, entries ...tar.Header) []byte {
 	return buf.Bytes()
 }
 
+// setSize writes size into the header block at the start of h, with its
+// checksum.
+func setSize(h []byte, size int64) {
+	copy(h[124:136], fmt.Sprintf("%011o\x00", size))
+	copy(h[148:156], "        ")
+	var sum int64
+	for _, c := range h[:512] {
+		sum += int64(c)
+	}
+	copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
+}
+
 // TestScanMatchesArchiveTar checks Read, and a Scanner fed chunks of
 // several sizes (splitting headers and members across chunks, and
 // leaving headers unaligned), against archive/tar on a real shard and on
@@ -129,6 +141,17 @@ func TestScanMatchesArchiveTar(t *testing.T) {
 		}
 		tars[f.String()] = rawTar(t, f, entries...)
 	}
+	// A folder whose size field is not 0: archive/tar reads no data for
+	// it, nor may Scan.
+	dir := rawTar(t, tar.FormatUSTAR, tar.Header{Name: "a/", Typeflag: tar.TypeDir, Mode: 0o755},
+		tar.Header{Name: "a/x.png", Size: 700, Mode: 0o644}, tar.Header{Name: "a/x.cls", Size: 1, Mode: 0o644})
+	setSize(dir, 1024)
+	tars["folder with a size"] = dir
+	// A GNU long name, then PAX records with another path, then the
+	// member: the GNU name wins, in archive/tar.
+	gnu := rawTar(t, tar.FormatGNU, tar.Header{Name: long + "-gnu.png", Size: 10, Mode: 0o644})
+	pax := rawTar(t, tar.FormatPAX, tar.Header{Name: long + "-pax.png", Size: 10, Mode: 0o644})
+	tars["GNU then PAX"] = append(slices.Clone(gnu[:512+(len(long)+len("-gnu.png")+1+511)/512*512]), pax...)
 	for name, data := range tars {
 		want, err := digest(func(fn func(string, map[string][]byte) error) error {
 			return archiveRead(bytes.NewReader(data), fn)
@@ -170,14 +193,7 @@ func TestReadErrors(t *testing.T) {
 		{"twice", rawTar(t, tar.FormatUSTAR, tar.Header{Name: "x.png", Size: 1, Mode: 0o644}, tar.Header{Name: "x.png", Size: 1, Mode: 0o644}), "tar member x.png appears twice"},
 		{"huge", func() []byte {
 			b := rawTar(t, tar.FormatUSTAR, tar.Header{Name: "x.png", Size: 1, Mode: 0o644})
-			h := (*[512]byte)(b)
-			copy(h[124:136], fmt.Sprintf("%011o\x00", int64(MaxMember)+1))
-			var sum int64
-			copy(h[148:156], "        ")
-			for _, c := range h {
-				sum += int64(c)
-			}
-			copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
+			setSize(b, MaxMember+1)
 			return b
 		}(), "tar member x.png claims 4294967297 bytes"},
 	} {
