@@ -130,14 +130,12 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 			img, err = decodeGo(format, data)
 			info.ScaleNum = 8
 		}
-	case format == "png" && useTurbo:
-		img, err = decodePNG(data, cfg)
-		// libpng has limits of its own (chunk sizes, some sequences it
-		// calls errors): what image/png reads is not lost to them.
-		if err != nil {
-			if gimg, gerr := decodeGo(format, data); gerr == nil {
-				img, err = gimg, nil
-			}
+	case format == "png" && useTurbo && pngPlain(data):
+		// libpng is the fast path; image/png, the reference, decides
+		// every file libpng does not take cleanly (its own limits, a
+		// warning), so that the decoder never changes a dataset.
+		if img, err = decodePNG(data, cfg); err != nil {
+			img, err = decodeGo(format, data)
 		}
 	default:
 		img, err = decodeGo(format, data)
@@ -230,6 +228,68 @@ func pngOpaque(data []byte) bool {
 		off += 12 + n // length, type, data, CRC
 	}
 	return false
+}
+
+// pngPlain reports whether a PNG's PLTE and tRNS chunks follow the
+// format's rules, which libpng and image/png read alike; where they break
+// them libpng goes on without a word (a palette longer than the bit depth
+// allows, a tRNS after IDAT) or reads them its own way (a grey key out of
+// range), where image/png refuses the file or ignores the key.
+func pngPlain(data []byte) bool {
+	const ihdr = 8
+	if len(data) < ihdr+8+13 {
+		return true // too short: the decoders' errors say so
+	}
+	depth, ctype := int(data[ihdr+8+8]), data[ihdr+8+9]
+	maxSample := 1<<depth - 1
+	plte, trns, idat := -1, false, false
+	for off := ihdr; off+12 <= len(data); {
+		n := int(binary.BigEndian.Uint32(data[off:]))
+		if n < 0 || n > len(data)-off-12 {
+			return true // truncated: the decoders' errors say so
+		}
+		body := data[off+8 : off+8+n]
+		switch string(data[off+4 : off+8]) {
+		case "PLTE":
+			if ctype == 0 || ctype == 4 || plte >= 0 || trns || idat || n%3 != 0 ||
+				n/3 > 256 || (ctype == 3 && n/3 > 1<<depth) {
+				return false
+			}
+			plte = n / 3
+		case "tRNS":
+			if trns || idat {
+				return false
+			}
+			trns = true
+			switch ctype {
+			case 0:
+				if n != 2 || int(binary.BigEndian.Uint16(body)) > maxSample {
+					return false
+				}
+			case 2:
+				if n != 6 {
+					return false
+				}
+				for i := 0; i < 6; i += 2 {
+					if int(binary.BigEndian.Uint16(body[i:])) > maxSample {
+						return false
+					}
+				}
+			case 3:
+				if plte < 0 || n > plte {
+					return false
+				}
+			default:
+				return false
+			}
+		case "IDAT":
+			idat = true
+		case "IEND":
+			return true
+		}
+		off += 12 + n
+	}
+	return true
 }
 
 // sniff names the format from the first bytes, and for anything other than

@@ -246,16 +246,13 @@ func TestDecodeCorrupt(t *testing.T) {
 		name string
 		data []byte
 		err  string
-		// turbo is the prefix libpng's path gives, where it words the
-		// error its own way.
-		turbo string
 	}{
-		{"jpeg without frame", []byte("\xff\xd8\xff\xe0\x00\x04ab\xff\xd9"), "corrupt JPEG: ", ""},
-		{"jpeg cut in its header", photo[:300], "truncated JPEG: the file ends after 300 bytes without its end marker", ""},
-		{"png bad checksum", badCRC, "corrupt PNG: png: invalid format: invalid checksum", "corrupt PNG: libpng: IHDR: CRC error"},
-		{"png signature only", png[:8], "truncated PNG: the file ends after 8 bytes", ""},
-		{"png cut in its data", png[:len(png)/2], fmt.Sprintf("truncated PNG: the file ends after %d bytes", len(png)/2), ""},
-		{"png garbled data", garbledPNG, "corrupt PNG: png: invalid format: invalid checksum", "corrupt PNG: libpng: IDAT: CRC error"},
+		{"jpeg without frame", []byte("\xff\xd8\xff\xe0\x00\x04ab\xff\xd9"), "corrupt JPEG: "},
+		{"jpeg cut in its header", photo[:300], "truncated JPEG: the file ends after 300 bytes without its end marker"},
+		{"png bad checksum", badCRC, "corrupt PNG: png: invalid format: invalid checksum"},
+		{"png signature only", png[:8], "truncated PNG: the file ends after 8 bytes"},
+		{"png cut in its data", png[:len(png)/2], fmt.Sprintf("truncated PNG: the file ends after %d bytes", len(png)/2)},
+		{"png garbled data", garbledPNG, "corrupt PNG: png: invalid format: invalid checksum"},
 	}
 	garbled := bytes.Clone(photo)
 	for i := len(garbled) / 2; i < len(garbled)/2+2000; i++ {
@@ -277,12 +274,8 @@ func TestDecodeCorrupt(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(dec+"/"+tt.name, func(t *testing.T) {
 				img, _, err := Decode(tt.data, Options{Decoder: dec})
-				want := tt.err
-				if dec == DecoderTurbo && tt.turbo != "" {
-					want = tt.turbo
-				}
-				if err == nil || !strings.HasPrefix(err.Error(), want) {
-					t.Fatalf("err = %v, want prefix %q", err, want)
+				if err == nil || !strings.HasPrefix(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want prefix %q", err, tt.err)
 				}
 				if img != nil {
 					t.Fatal("image returned with an error")

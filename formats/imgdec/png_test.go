@@ -16,6 +16,15 @@ import (
 type pngSpec struct {
 	w, h, ctype, depth int
 	interlace, trns    bool
+	extra              int // image bytes past the last row
+	// edit, if set, changes the chunks after IHDR before they are
+	// written, to make malformed files.
+	edit func([]pngChunk) []pngChunk
+}
+
+type pngChunk struct {
+	typ  string
+	data []byte
 }
 
 // channels per color type: grey, -, RGB, palette, grey+alpha, -, RGBA.
@@ -79,17 +88,9 @@ func (s pngSpec) encode(seed uint64) []byte {
 			row(s.w)
 		}
 	}
-	var out bytes.Buffer
-	out.WriteString("\x89PNG\r\n\x1a\n")
-	chunk := func(typ string, data []byte) {
-		binary.Write(&out, binary.BigEndian, uint32(len(data)))
-		c := crc32.NewIEEE()
-		c.Write([]byte(typ))
-		c.Write(data)
-		out.WriteString(typ)
-		out.Write(data)
-		binary.Write(&out, binary.BigEndian, c.Sum32())
-	}
+	raw = append(raw, make([]byte, s.extra)...)
+	var chunks []pngChunk
+	chunk := func(typ string, data []byte) { chunks = append(chunks, pngChunk{typ, data}) }
 	ihdr := binary.BigEndian.AppendUint32(nil, uint32(s.w))
 	ihdr = binary.BigEndian.AppendUint32(ihdr, uint32(s.h))
 	il := byte(0)
@@ -120,6 +121,20 @@ func (s pngSpec) encode(seed uint64) []byte {
 	zw.Close()
 	chunk("IDAT", z.Bytes())
 	chunk("IEND", nil)
+	if s.edit != nil {
+		chunks = append(chunks[:1], s.edit(chunks[1:])...)
+	}
+	var out bytes.Buffer
+	out.WriteString("\x89PNG\r\n\x1a\n")
+	for _, c := range chunks {
+		binary.Write(&out, binary.BigEndian, uint32(len(c.data)))
+		sum := crc32.NewIEEE()
+		sum.Write([]byte(c.typ))
+		sum.Write(c.data)
+		out.WriteString(c.typ)
+		out.Write(c.data)
+		binary.Write(&out, binary.BigEndian, sum.Sum32())
+	}
 	return out.Bytes()
 }
 
@@ -140,12 +155,13 @@ func TestPNGDecodersAgree(t *testing.T) {
 					if trns && ctype >= 4 {
 						continue // alpha types have no tRNS
 					}
-					specs = append(specs, pngSpec{13, 11, ctype, d, il, trns})
+					specs = append(specs, pngSpec{w: 13, h: 11, ctype: ctype, depth: d, interlace: il, trns: trns})
 				}
 			}
 		}
 	}
-	specs = append(specs, pngSpec{1, 1, 2, 8, true, false}, pngSpec{3, 2, 6, 16, true, false}, pngSpec{9, 1, 3, 1, true, true})
+	specs = append(specs, pngSpec{w: 1, h: 1, ctype: 2, depth: 8, interlace: true},
+		pngSpec{w: 3, h: 2, ctype: 6, depth: 16, interlace: true}, pngSpec{w: 9, h: 1, ctype: 3, depth: 1, interlace: true, trns: true})
 	for i, s := range specs {
 		name := fmt.Sprintf("%dx%d/ctype=%d/depth=%d/interlace=%v/trns=%v", s.w, s.h, s.ctype, s.depth, s.interlace, s.trns)
 		t.Run(name, func(t *testing.T) {
@@ -195,5 +211,78 @@ func TestPNGBeyondLibpng(t *testing.T) {
 	got, _, err := Decode(data, Options{Decoder: DecoderTurbo})
 	if err != nil || !bytes.Equal(got.Pix, want.Pix) {
 		t.Fatalf("turbo: err %v, same pixels as image/png: %v", err, err == nil && bytes.Equal(got.Pix, want.Pix))
+	}
+}
+
+// TestPNGMalformedAgree decodes PNGs that break the format's rules in
+// ways libpng passes over with at most a warning (a tRNS longer than the
+// palette or with a key out of range, chunks out of place, too much image
+// data): the turbo decoder must give what image/png gives, pixels or
+// refusal, so that --decoder does not change a dataset.
+func TestPNGMalformedAgree(t *testing.T) {
+	if !TurboAvailable() {
+		t.Skip("libpng is not built in (cgo off)")
+	}
+	find := func(cs []pngChunk, typ string) int {
+		for i, c := range cs {
+			if c.typ == typ {
+				return i
+			}
+		}
+		return -1
+	}
+	insert := func(cs []pngChunk, before string, c pngChunk) []pngChunk {
+		i := find(cs, before)
+		return append(cs[:i:i], append([]pngChunk{c}, cs[i:]...)...)
+	}
+	// set replaces a chunk's data, or inserts the chunk before IDAT.
+	set := func(typ string, data []byte) func([]pngChunk) []pngChunk {
+		return func(cs []pngChunk) []pngChunk {
+			if i := find(cs, typ); i >= 0 {
+				cs[i].data = data
+				return cs
+			}
+			return insert(cs, "IDAT", pngChunk{typ, data})
+		}
+	}
+	cases := []struct {
+		name string
+		spec pngSpec
+	}{
+		{"palette tRNS longer than PLTE", pngSpec{w: 13, h: 11, ctype: 3, depth: 1, trns: true, edit: set("tRNS", []byte{0, 128, 255})}},
+		{"1-bit grey key 3", pngSpec{w: 13, h: 11, ctype: 0, depth: 1, edit: set("tRNS", []byte{0, 3})}},
+		{"1-bit grey key 2", pngSpec{w: 13, h: 11, ctype: 0, depth: 1, edit: set("tRNS", []byte{0, 2})}},
+		{"2-bit grey key 5", pngSpec{w: 13, h: 11, ctype: 0, depth: 2, edit: set("tRNS", []byte{0, 5})}},
+		{"4-bit grey key 0x13", pngSpec{w: 13, h: 11, ctype: 0, depth: 4, edit: set("tRNS", []byte{0, 0x13})}},
+		{"8-bit RGB key over 255", pngSpec{w: 13, h: 11, ctype: 2, depth: 8, edit: set("tRNS", []byte{1, 7, 0, 7, 0, 7})}},
+		{"grey tRNS of 4 bytes", pngSpec{w: 13, h: 11, ctype: 0, depth: 8, edit: set("tRNS", []byte{0, 7, 0, 7})}},
+		{"tRNS in RGBA", pngSpec{w: 13, h: 11, ctype: 6, depth: 8, edit: set("tRNS", []byte{0, 7, 0, 7, 0, 7})}},
+		{"PLTE in grey", pngSpec{w: 13, h: 11, ctype: 0, depth: 8, edit: set("PLTE", []byte{1, 2, 3})}},
+		{"PLTE longer than 1 bit allows", pngSpec{w: 13, h: 11, ctype: 3, depth: 1, edit: set("PLTE", make([]byte, 12))}},
+		{"tRNS before PLTE", pngSpec{w: 13, h: 11, ctype: 3, depth: 2, edit: func(cs []pngChunk) []pngChunk {
+			return insert(cs, "PLTE", pngChunk{"tRNS", []byte{0, 128}})
+		}}},
+		{"tRNS twice", pngSpec{w: 13, h: 11, ctype: 3, depth: 2, trns: true, edit: func(cs []pngChunk) []pngChunk {
+			return insert(cs, "IDAT", pngChunk{"tRNS", []byte{9}})
+		}}},
+		{"tRNS after IDAT", pngSpec{w: 13, h: 11, ctype: 3, depth: 2, edit: func(cs []pngChunk) []pngChunk {
+			return insert(cs, "IEND", pngChunk{"tRNS", []byte{0, 128}})
+		}}},
+		{"too much image data", pngSpec{w: 13, h: 11, ctype: 2, depth: 8, extra: 100}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			data := tc.spec.encode(uint64(100 + i))
+			want, _, werr := Decode(data, Options{Decoder: DecoderGo})
+			got, _, gerr := Decode(data, Options{Decoder: DecoderTurbo})
+			switch {
+			case (werr == nil) != (gerr == nil):
+				t.Fatalf("image/png: %v; turbo: %v", werr, gerr)
+			case werr != nil && werr.Error() != gerr.Error():
+				t.Errorf("turbo refuses with %q, image/png with %q", gerr, werr)
+			case werr == nil && !bytes.Equal(got.Pix, want.Pix):
+				t.Errorf("turbo gives other pixels than image/png:\n% x\n% x", got.Pix, want.Pix)
+			}
+		})
 	}
 }
