@@ -234,26 +234,48 @@ func BenchmarkImages(b *testing.B) {
 	}
 }
 
-// TestRGBTensor checks rgbInto's word-at-a-time copy against the bytes,
-// for widths of 1 and more and for sub-images (here, beside the benchmark
-// that measures it).
+// TestRGBTensor checks rgbInto's copies, SIMD and word-at-a-time, against
+// the bytes, for widths of 1 and more (around the SIMD loop's 16 pixels)
+// and for sub-images (here, beside the benchmark that measures it).
 func TestRGBTensor(t *testing.T) {
-	for _, w := range []int{1, 2, 3, 5, 224} {
-		img := image.NewNRGBA(image.Rect(0, 0, w+3, 4))
-		for i := range img.Pix {
-			img.Pix[i] = uint8(i*7 + i/5)
-		}
-		sub := img.SubImage(image.Rect(2, 1, w+2, 4)).(*image.NRGBA)
-		got := RGBTensor(sub)
-		var want []byte
-		for y := 1; y < 4; y++ {
-			for x := 2; x < w+2; x++ {
-				c := img.NRGBAAt(x, y)
-				want = append(want, c.R, c.G, c.B)
+	defer func(v bool) { useRGBSIMD = v }(useRGBSIMD)
+	for _, simd := range []bool{false, useRGBSIMD} {
+		useRGBSIMD = simd
+		for _, w := range []int{1, 2, 3, 5, 15, 16, 17, 31, 32, 33, 48, 224} {
+			img := image.NewNRGBA(image.Rect(0, 0, w+3, 4))
+			for i := range img.Pix {
+				img.Pix[i] = uint8(i*7 + i/5)
+			}
+			sub := img.SubImage(image.Rect(2, 1, w+2, 4)).(*image.NRGBA)
+			got := RGBTensor(sub)
+			var want []byte
+			for y := 1; y < 4; y++ {
+				for x := 2; x < w+2; x++ {
+					c := img.NRGBAAt(x, y)
+					want = append(want, c.R, c.G, c.B)
+				}
+			}
+			if !bytes.Equal(got.Data, want) || fmt.Sprint(got.Shape) != fmt.Sprint([]int{3, w, 3}) {
+				t.Errorf("simd %v, width %d: RGB tensor %v %v, want %v", simd, w, got.Shape, got.Data, want)
 			}
 		}
-		if !bytes.Equal(got.Data, want) || fmt.Sprint(got.Shape) != fmt.Sprint([]int{3, w, 3}) {
-			t.Errorf("width %d: RGB tensor %v %v, want %v", w, got.Shape, got.Data, want)
-		}
+	}
+}
+
+// BenchmarkRGBTensor copies a 224×224 sample into its tensor, with the
+// SIMD loop and without.
+func BenchmarkRGBTensor(b *testing.B) {
+	img := image.NewNRGBA(image.Rect(0, 0, 224, 224))
+	out := make([]byte, 224*224*3)
+	shape := make([]int, 0, 3)
+	defer func(v bool) { useRGBSIMD = v }(useRGBSIMD)
+	for _, simd := range []bool{false, useRGBSIMD} {
+		b.Run(fmt.Sprintf("simd=%v", simd), func(b *testing.B) {
+			useRGBSIMD = simd
+			b.SetBytes(int64(len(out)))
+			for b.Loop() {
+				rgbInto(out, img, shape)
+			}
+		})
 	}
 }
