@@ -177,15 +177,12 @@ func Run(ctx context.Context, l *Listing, opt Options) (*manifest.Manifest, *Sum
 		Items:         r.hi - r.lo,
 		ShardsWritten: r.written,
 		ShardsKept:    r.kept,
-		Skipped:       []manifest.Skipped{}, // [] in JSON, not null
+		Samples:       m.Samples, // the manifest's totals, in shard order
+		Bytes:         m.Bytes,
+		Skipped:       append([]manifest.Skipped{}, m.Skipped...), // [] in JSON, not null
 		Ignored:       append([]manifest.Skipped{}, l.Ignored...),
 		Seconds:       time.Since(start).Seconds(),
 		Manifest:      opt.Sink.URI() + "/" + name,
-	}
-	for _, sh := range m.Shards { // in order, unlike r.shards
-		s.Samples += sh.Count
-		s.Bytes += sh.Bytes
-		s.Skipped = append(s.Skipped, sh.Skipped...)
 	}
 	if s.Seconds > 0 {
 		s.SamplesPerSec = float64(r.newSamples) / s.Seconds
