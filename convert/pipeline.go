@@ -442,9 +442,6 @@ func (r *run) closer(ctx context.Context, in <-chan *shardState) error {
 // finish closes a shard, publishes it and records it in the progress file
 // so that an interrupted run can resume after it.
 func (r *run) finish(ctx context.Context, s *shardState) error {
-	if s == nil {
-		return nil
-	}
 	sh := manifest.Shard{Index: s.index, Skipped: s.skipped}
 	if s.w != nil {
 		info, err := s.w.Close()
@@ -469,7 +466,7 @@ func (r *run) finish(ctx context.Context, s *shardState) error {
 // once, to send it, rather than twice).
 func (r *run) publishShard(ctx context.Context, info formats.ShardInfo) error {
 	if sp, ok := r.opt.Sink.(cloudsrc.SummedPublisher); ok {
-		if crc, err := strconv.ParseUint(info.CRC32C, 16, 32); err == nil && info.CRC32C != "" {
+		if crc, err := strconv.ParseUint(info.CRC32C, 16, 32); err == nil {
 			return sp.PublishSummed(ctx, info.File, uint32(crc), info.Bytes)
 		}
 	}
