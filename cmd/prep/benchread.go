@@ -63,8 +63,8 @@ shards are then in the page cache; add --direct to measure the disk.`,
 			if opt.Readers < 1 {
 				return usagef("--readers %d: want 1 or more", opt.Readers)
 			}
-			if gs.Timeout < 0 || gs.ObjectTimeout < 0 || gs.Attempts < 0 {
-				return usagef("--io-timeout, --object-timeout and --io-attempts must not be negative (0: the default)")
+			if err := checkIO(gs); err != nil {
+				return err
 			}
 			target := args[0]
 			var fetched *bench.Fetched
@@ -125,17 +125,24 @@ shards are then in the page cache; add --direct to measure the disk.`,
 	f.IntVar(&parallel, "downloads", 4, "gs:// shards downloaded at once")
 	// A whole shard (256 MiB by default) is one object: its deadline is
 	// generous.
-	ioFlags(f, &gs.Timeout, &gs.ObjectTimeout, &gs.Attempts, 30*time.Minute)
+	ioFlags(f, &gs, 30*time.Minute)
 	return cmd
 }
 
-// ioFlags adds the gs:// transfer flags that convert and bench-read share;
-// objectTimeout is the command's default for --object-timeout. They fill
-// the fields of a cloudsrc.Opener of the same names.
-func ioFlags(f *pflag.FlagSet, timeout, objectTimeout *time.Duration, attempts *int, objectDefault time.Duration) {
-	f.DurationVar(timeout, "io-timeout", 60*time.Second, "gs://: abandon and retry a storage request that gets no answer and moves no bytes for this long")
-	f.DurationVar(objectTimeout, "object-timeout", objectDefault, "gs://: stop the run when one object is not read within this long, retries included")
-	f.IntVar(attempts, "io-attempts", 8, "gs://: tries of one request that fails with 429, 5xx, a connection error or a stall before the run stops")
+// ioFlags adds the gs:// transfer flags that convert and bench-read share,
+// filling o; objectDefault is the command's default for --object-timeout.
+func ioFlags(f *pflag.FlagSet, o *cloudsrc.Opener, objectDefault time.Duration) {
+	f.DurationVar(&o.Timeout, "io-timeout", 60*time.Second, "gs://: abandon and retry a storage request that gets no answer and moves no bytes for this long")
+	f.DurationVar(&o.ObjectTimeout, "object-timeout", objectDefault, "gs://: stop the run when one object is not read within this long, retries included")
+	f.IntVar(&o.Attempts, "io-attempts", 8, "gs://: tries of one request that fails with 429, 5xx, a connection error or a stall before the run stops")
+}
+
+// checkIO refuses the negative values of the flags ioFlags adds.
+func checkIO(o cloudsrc.Opener) error {
+	if o.Timeout < 0 || o.ObjectTimeout < 0 || o.Attempts < 0 {
+		return usagef("--io-timeout, --object-timeout and --io-attempts must not be negative (0: the default)")
+	}
+	return nil
 }
 
 // stagingDir is where remote shards are staged: flag, then $PREP_STAGING,

@@ -56,9 +56,7 @@ type convertFlags struct {
 	maxPixels     int64
 	decoder       string
 	splitAxis     int
-	ioTimeout     time.Duration
-	objectTimeout time.Duration
-	ioAttempts    int
+	io            cloudsrc.Opener // the gs:// transfer flags (ioFlags)
 	video         convert.VideoOptions
 	audio         convert.AudioOptions
 }
@@ -106,7 +104,7 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.BoolVar(&f.jsonOut, "json", false, "print the summary as JSON on stdout")
 	fl.Int64Var(&f.maxPixels, "max-pixels", 100_000_000, "refuse images whose header declares more pixels")
 	fl.StringVar(&f.decoder, "decoder", "auto", "image decoders: auto, turbo (libjpeg-turbo with DCT scaling, libpng) or go (image/jpeg, image/png)")
-	ioFlags(fl, &f.ioTimeout, &f.objectTimeout, &f.ioAttempts, 5*time.Minute)
+	ioFlags(fl, &f.io, 5*time.Minute)
 	fl.Float64Var(&f.video.FPS, "fps", 0, "video: resample to this frame rate first (0 keeps every decoded frame)")
 	fl.IntVar(&f.video.Every, "every", 1, "video: keep every Nth frame")
 	fl.IntVar(&f.video.Clip, "clip", 1, "video: T consecutive frames form one (T,H,W,3) sample; 1 makes every frame a sample")
@@ -295,8 +293,8 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	if f.workers < 0 || f.ioWorkers < 1 {
 		return c, usagef("--workers must be >= 0 and --io-workers >= 1")
 	}
-	if f.ioTimeout < 0 || f.objectTimeout < 0 || f.ioAttempts < 0 {
-		return c, usagef("--io-timeout, --object-timeout and --io-attempts must not be negative (0: the default)")
+	if err := checkIO(f.io); err != nil {
+		return c, err
 	}
 	if c.taskIndex, c.taskCount, err = taskFromEnv(f.taskIndex, f.taskCount); err != nil {
 		return c, err
@@ -346,7 +344,7 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 		return nil
 	}
 
-	opener := &cloudsrc.Opener{Timeout: f.ioTimeout, ObjectTimeout: f.objectTimeout, Attempts: f.ioAttempts}
+	opener := &f.io
 	listing, err := listInputs(ctx, opener, src, func(k string) bool { return handler(k) != nil })
 	if err != nil {
 		return err
