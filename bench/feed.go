@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -361,15 +362,14 @@ func feedShape(shards []Shard) (SampleShape, error) {
 		}
 		return sampleShape(shards, 0, n), nil
 	}
-	f, err := openFile(shards[0].Path, false)
+	f, err := os.Open(shards[0].Path)
 	if err != nil {
 		return SampleShape{}, err
 	}
 	defer f.Close()
 	errFirst := errors.New("first sample")
 	var shape SampleShape
-	var ts tarshard.Scanner
-	err = ts.Scan(f.span(make([]byte, 1<<20), 0, shards[0].Bytes), func(key string, m map[string][]byte) error {
+	err = tarshard.Read(f, func(key string, m map[string][]byte) error {
 		smp, err := tarshard.Decode(key, m)
 		if err != nil {
 			return err
