@@ -189,13 +189,14 @@ func RGBTensor(img *image.NRGBA) formats.Tensor {
 func rgbInto(out []byte, img *image.NRGBA, shape []int) formats.Tensor {
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
+	done := rgbSIMD(out, img) // the first pixels of every row, where the CPU can
 	for y := 0; y < h; y++ {
 		off := img.PixOffset(b.Min.X, b.Min.Y+y)
 		row := img.Pix[off : off+4*w]
 		dst := out[y*w*3 : (y+1)*w*3]
 		// The rest a pixel's 4 bytes at a time, the alpha overwritten by
 		// the next pixel's R.
-		x := rgbRowSIMD(dst, row, w)
+		x := done
 		for ; x+1 < w; x++ {
 			binary.LittleEndian.PutUint32(dst[3*x:], binary.LittleEndian.Uint32(row[4*x:]))
 		}

@@ -2,6 +2,8 @@
 
 package convert
 
+import "image"
+
 var useRGBSIMD = false
 
-func rgbRowSIMD(dst, src []byte, w int) int { return 0 }
+func rgbSIMD(out []byte, img *image.NRGBA) int { return 0 }
