@@ -38,12 +38,38 @@ func jpegExif(data []byte) []byte {
 // (image/png.DecodeConfig builds a decoder); ok is false when the chunk is
 // missing or declares an impossible size.
 func pngSize(data []byte) (w, h int, ok bool) {
-	const ihdr = 8 + 8 // signature, then the chunk's length and type
-	if len(data) < ihdr+8 || string(data[12:16]) != "IHDR" {
+	ihdr, ok := pngIHDR(data)
+	if !ok {
 		return 0, 0, false
 	}
-	w, h = int(binary.BigEndian.Uint32(data[ihdr:])), int(binary.BigEndian.Uint32(data[ihdr+4:]))
+	w, h = int(binary.BigEndian.Uint32(ihdr)), int(binary.BigEndian.Uint32(ihdr[4:]))
 	return w, h, w > 0 && h > 0 && w <= 1<<31-1 && h <= 1<<31-1
+}
+
+// pngIHDR returns the body of the IHDR chunk, which must come first.
+func pngIHDR(data []byte) ([]byte, bool) {
+	const sig = 8
+	if len(data) < sig+8+13 || string(data[sig+4:sig+8]) != "IHDR" {
+		return nil, false
+	}
+	return data[sig+8 : sig+8+13], true
+}
+
+// walkPNG calls fn with each whole chunk's type and body, up to IEND,
+// until fn returns false. (kind is bytes: switch on string(kind), which
+// does not allocate.)
+func walkPNG(data []byte, fn func(kind, body []byte) bool) {
+	for i := 8; i+8 <= len(data); { // past the signature
+		n := int(binary.BigEndian.Uint32(data[i:]))
+		if n < 0 || n > len(data)-i-12 {
+			return
+		}
+		kind := data[i+4 : i+8]
+		if string(kind) == "IEND" || !fn(kind, data[i+8:i+8+n]) {
+			return
+		}
+		i += 12 + n // length, type, body, CRC
+	}
 }
 
 // jpegSize reads the frame size from the SOFn segment without allocating
@@ -99,24 +125,16 @@ func walkJPEG(data []byte, fn func(marker byte, seg []byte) bool) {
 
 // pngExif returns the body of the eXIf chunk, if any.
 func pngExif(data []byte) []byte {
-	i := 8 // past the signature
-	for i+8 <= len(data) {
-		n := int(binary.BigEndian.Uint32(data[i:]))
-		kind := string(data[i+4 : i+8])
-		if n < 0 || n > len(data)-i-12 {
-			return nil
+	var exif []byte
+	walkPNG(data, func(kind, body []byte) bool {
+		if string(kind) != "eXIf" {
+			return true
 		}
-		switch kind {
-		case "eXIf":
-			body := data[i+8 : i+8+n]
-			// Some writers keep JPEG's "Exif\0\0" prefix; Pillow accepts it too.
-			return bytes.TrimPrefix(body, []byte("Exif\x00\x00"))
-		case "IEND":
-			return nil
-		}
-		i += 12 + n
-	}
-	return nil
+		// Some writers keep JPEG's "Exif\0\0" prefix; Pillow accepts it too.
+		exif = bytes.TrimPrefix(body, []byte("Exif\x00\x00"))
+		return false
+	})
+	return exif
 }
 
 // tiffOrientation reads tag 0x0112 from IFD0 of a TIFF block, in either byte

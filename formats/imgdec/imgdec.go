@@ -205,29 +205,22 @@ func (i Info) Region() (x0, y0, dx, dy float64) {
 // color type without alpha (grey, RGB, palette) and no tRNS chunk, which
 // must come before the first IDAT. Anything it cannot read gives false.
 func pngOpaque(data []byte) bool {
-	const sig = 8
-	if len(data) < sig+8+13 || string(data[sig+4:sig+8]) != "IHDR" {
+	ihdr, ok := pngIHDR(data)
+	if !ok || ihdr[9] == 4 || ihdr[9] == 6 { // color types with alpha
 		return false
 	}
-	switch data[sig+8+9] { // IHDR: width 4, height 4, depth 1, color type 1
-	case 0, 2, 3:
-	default:
-		return false
-	}
-	for off := sig; off+8 <= len(data); {
-		n := int(binary.BigEndian.Uint32(data[off:]))
-		switch string(data[off+4 : off+8]) {
+	opaque := false
+	walkPNG(data, func(kind, _ []byte) bool {
+		switch string(kind) {
 		case "tRNS":
 			return false
 		case "IDAT":
-			return true
-		}
-		if n < 0 || n > len(data) {
+			opaque = true
 			return false
 		}
-		off += 12 + n // length, type, data, CRC
-	}
-	return false
+		return true
+	})
+	return opaque
 }
 
 // pngPlain reports whether a PNG's PLTE and tRNS chunks follow the
@@ -236,60 +229,53 @@ func pngOpaque(data []byte) bool {
 // allows, a tRNS after IDAT) or reads them its own way (a grey key out of
 // range), where image/png refuses the file or ignores the key.
 func pngPlain(data []byte) bool {
-	const ihdr = 8
-	if len(data) < ihdr+8+13 {
-		return true // too short: the decoders' errors say so
+	ihdr, ok := pngIHDR(data)
+	if !ok {
+		return true // the decoders' errors say what is wrong
 	}
-	depth, ctype := int(data[ihdr+8+8]), data[ihdr+8+9]
+	depth, ctype := int(ihdr[8]), ihdr[9]
 	maxSample := 1<<depth - 1
-	plte, trns, idat := -1, false, false
-	for off := ihdr; off+12 <= len(data); {
-		n := int(binary.BigEndian.Uint32(data[off:]))
-		if n < 0 || n > len(data)-off-12 {
-			return true // truncated: the decoders' errors say so
-		}
-		body := data[off+8 : off+8+n]
-		switch string(data[off+4 : off+8]) {
+	plte, trns, idat, plain := -1, false, false, true
+	walkPNG(data, func(kind, body []byte) bool {
+		n := len(body)
+		switch string(kind) {
 		case "PLTE":
-			if ctype == 0 || ctype == 4 || plte >= 0 || trns || idat || n%3 != 0 ||
-				n/3 > 256 || (ctype == 3 && n/3 > 1<<depth) {
-				return false
-			}
+			plain = !(ctype == 0 || ctype == 4 || plte >= 0 || trns || idat || n%3 != 0 ||
+				n/3 > 256 || (ctype == 3 && n/3 > 1<<depth))
 			plte = n / 3
 		case "tRNS":
-			if trns || idat {
-				return false
-			}
+			plain = !trns && !idat && trnsPlain(ctype, body, plte, maxSample)
 			trns = true
-			switch ctype {
-			case 0:
-				if n != 2 || int(binary.BigEndian.Uint16(body)) > maxSample {
-					return false
-				}
-			case 2:
-				if n != 6 {
-					return false
-				}
-				for i := 0; i < 6; i += 2 {
-					if int(binary.BigEndian.Uint16(body[i:])) > maxSample {
-						return false
-					}
-				}
-			case 3:
-				if plte < 0 || n > plte {
-					return false
-				}
-			default:
-				return false
-			}
 		case "IDAT":
 			idat = true
-		case "IEND":
-			return true
 		}
-		off += 12 + n
+		return plain
+	})
+	return plain
+}
+
+// trnsPlain reports whether a tRNS body fits the color type: a key in
+// range for grey and RGB, no more alphas than palette entries.
+func trnsPlain(ctype byte, body []byte, plte, maxSample int) bool {
+	switch ctype {
+	case 0, 2:
+		samples := 1 // a grey key; RGB has 3
+		if ctype == 2 {
+			samples = 3
+		}
+		if len(body) != 2*samples {
+			return false
+		}
+		for i := 0; i < len(body); i += 2 {
+			if int(binary.BigEndian.Uint16(body[i:])) > maxSample {
+				return false
+			}
+		}
+		return true
+	case 3:
+		return plte >= 0 && len(body) <= plte
 	}
-	return true
+	return false
 }
 
 // sniff names the format from the first bytes, and for anything other than
