@@ -57,11 +57,12 @@ func (w *writer) start() error {
 func (w *writer) createStream(tmp string) (*stream, error) {
 	lockLib()
 	defer unlockLib()
-	fid, err := createFile(tmp)
+	fid, f, err := openShard(tmp)
 	if err != nil {
+		os.Remove(tmp)
 		return nil, err
 	}
-	st := &stream{fid: fid}
+	st := &stream{fid: fid, f: f}
 	if err := w.layOut(st, tmp); err != nil {
 		err = libError(err)
 		st.closeLocked()
@@ -71,13 +72,9 @@ func (w *writer) createStream(tmp string) (*stream, error) {
 	return st, nil
 }
 
-// layOut opens the new file tmp a second time through gonum (which cannot
-// pass file properties: see write) and creates the columns' datasets in
-// it, then opens it for the samples' writes.
+// layOut creates the columns' datasets in the new file tmp, then opens
+// it for the samples' writes.
 func (w *writer) layOut(st *stream, tmp string) (err error) {
-	if st.f, err = hdf5.OpenFile(tmp, hdf5.F_ACC_RDWR); err != nil {
-		return err
-	}
 	made := map[string]bool{}
 	for _, c := range w.cols {
 		if err := makeGroup(st.f, c.name, made); err != nil {

@@ -336,16 +336,8 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 	lockLib()
 	defer unlockLib()
-	fid, err := createFile(name)
+	fid, f, err := openShard(name)
 	if err != nil {
-		return nil, err
-	}
-	// gonum cannot pass file properties, so the file is created above with
-	// them and opened a second time here; both handles share one file.
-	f, err := hdf5.OpenFile(name, hdf5.F_ACC_RDWR)
-	if err != nil {
-		err = libError(err) // before the close below takes the description
-		closeFile(fid)
 		return nil, err
 	}
 	defer func() {
@@ -379,6 +371,22 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 		}
 	}
 	return w.writeTail(f, infos)
+}
+
+// openShard creates the file name with prep's file properties and opens
+// it a second time through gonum, which cannot pass them; both handles
+// share one file, and closeFiles closes them. The caller holds the
+// library.
+func openShard(name string) (fid int64, f *hdf5.File, err error) {
+	if fid, err = createFile(name); err != nil {
+		return 0, nil, err
+	}
+	if f, err = hdf5.OpenFile(name, hdf5.F_ACC_RDWR); err != nil {
+		err = libError(err) // before the close below takes the description
+		closeFile(fid)
+		return 0, nil, err
+	}
+	return fid, f, nil
 }
 
 // makeGroup creates the group of a "GROUP/NAME" field once.
