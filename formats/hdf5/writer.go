@@ -184,8 +184,8 @@ func (w *writer) buffer(c *column) {
 // "GROUP/NAME", dataset NAME in GROUP (the .npz handler puts archive
 // members under "npz/"). A ragged field F gets the datasets F_offsets,
 // F_shapes and, when its samples differ in rank, F_ranks beside it; for
-// the root field "data" they are plain offsets, shapes and ranks.
-var companions = formats.RaggedSuffixes
+// the root field "data" they are plain offsets, shapes and ranks
+// (formats.RaggedSuffixes lists the suffixes).
 
 // reserved reports whether a root dataset name is one the writer adds.
 func reserved(name string) bool {
@@ -197,7 +197,7 @@ func reserved(name string) bool {
 }
 
 func companionName(name string) bool {
-	for _, c := range companions {
+	for _, c := range formats.RaggedSuffixes {
 		if strings.HasSuffix(name, c) {
 			return true
 		}
