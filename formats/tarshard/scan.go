@@ -20,8 +20,8 @@ type Chunker interface {
 }
 
 // source reads a Chunker for Scan, which uses headers and member bodies
-// where they lie in the chunk: peek hands them out without a copy and
-// skip steps past them.
+// where they lie in the chunk: take hands them out without a copy, and
+// skip steps past what Scan does not use.
 type source struct {
 	c   Chunker
 	cur []byte // the part of the current chunk not yet handed out
@@ -34,9 +34,7 @@ func (t *source) fill() error {
 	if len(t.cur) > 0 {
 		return nil
 	}
-	if t.scanner != nil {
-		t.scanner.keepBorrowed()
-	}
+	t.scanner.keepBorrowed()
 	c, err := t.c.Chunk()
 	if err != nil {
 		return err
@@ -71,16 +69,18 @@ func (t *source) skip(n int64) error {
 	return nil
 }
 
-// peek returns the next n bytes in place, without consuming them, if the
-// current chunk holds them all.
-func (t *source) peek(n int64) ([]byte, bool) {
+// take returns the next n bytes in place and steps past them, if the
+// current chunk holds them all; otherwise it leaves them.
+func (t *source) take(n int64) ([]byte, bool) {
 	if n > 0 && t.fill() != nil {
 		return nil, false
 	}
 	if int64(len(t.cur)) < n {
 		return nil, false
 	}
-	return t.cur[:n:n], true
+	b := t.cur[:n:n]
+	t.cur = t.cur[n:]
+	return b, true
 }
 
 // A Scanner streams WebDataset tars as Read does, from a Chunker, and
@@ -188,20 +188,19 @@ func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte)
 	hasPAXName, hasGNUName := false, false
 	nextSize := int64(-1)
 	for {
-		b, ok := src.peek(blockSize)
-		if ok && uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
-			ok = false // byteSum reads words: copy the header out
-		}
-		if !ok {
-			b = (*[blockSize]byte)(unsafe.Pointer(&t.blk))[:]
+		blk := (*[blockSize]byte)(unsafe.Pointer(&t.blk))[:]
+		b, ok := src.take(blockSize)
+		switch {
+		case ok && uintptr(unsafe.Pointer(&b[0]))%8 != 0:
+			b = blk[:copy(blk, b)] // byteSum reads words: copy the header out
+		case !ok:
+			b = blk
 			if _, err := io.ReadFull(src, b); err != nil {
 				if err == io.EOF {
 					return flush() // no end-of-archive blocks: as archive/tar, the end
 				}
 				return fmt.Errorf("read tar: %w", err)
 			}
-		} else if err := src.skip(blockSize); err != nil { // peek saw them: cannot fail
-			return fmt.Errorf("read tar: %w", unexpected(err))
 		}
 		if err := hdr.parse(b); err != nil {
 			if err == errEndOfArchive {
@@ -280,12 +279,9 @@ func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte)
 			return fmt.Errorf("tar member %s appears twice", name)
 		}
 		t.sample = append(t.sample, x)
-		if body, ok := src.peek(hdr.size); ok {
+		if body, ok := src.take(hdr.size); ok {
 			members[x] = body
 			t.borrowed = append(t.borrowed, x)
-			if err := src.skip(hdr.size); err != nil { // peek saw them: cannot fail
-				return fmt.Errorf("read tar member %s: %w", name, unexpected(err))
-			}
 		} else {
 			body := t.own(hdr.size)
 			if _, err := io.ReadFull(src, body); err != nil {
