@@ -482,8 +482,9 @@ func printSummary(w io.Writer, format string, s *convert.Summary) {
 		fmt.Fprintf(w, "nothing to convert: all %s (%s, %s) were finished and are kept\n",
 			count(s.ShardsKept, "shard"), count(s.Samples, "sample"), humanBytes(s.Bytes))
 	} else {
-		fmt.Fprintf(w, "converted %s (%s) into %s (%d kept) in %.1fs: %.0f samples/s, %.1f MB/s\n",
-			count(s.Samples, "sample"), humanBytes(s.Bytes), count(s.ShardsWritten, "new shard"), s.ShardsKept, s.Seconds, s.SamplesPerSec, s.MBPerSec)
+		fmt.Fprintf(w, "converted %s (%s) into %s (%d kept) in %s: %.0f samples/s, %.1f MB/s\n",
+			count(s.Samples, "sample"), humanBytes(s.Bytes), count(s.ShardsWritten, "new shard"), s.ShardsKept,
+			time.Duration(s.Seconds*float64(time.Second)).Round(time.Millisecond), s.SamplesPerSec, s.MBPerSec)
 	}
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(w, "skipped %d inputs (listed in the manifest):\n", len(s.Skipped))
