@@ -143,8 +143,9 @@ func TestRoundTripPixels(t *testing.T) {
 	if got := strings.Join(m.Classes, ","); got != "cat,dog" {
 		t.Fatalf("classes %s", got)
 	}
-	// Every stored sample equals the decode + augmentation of its input
-	// with its own generator.
+	// Every stored sample equals the decode + augmentation of the item the
+	// shuffled plan puts at its position, with the item's own generator.
+	lay := newLayout(OrderShuffle, 8, 2, m.ItemsPerShard, 7)
 	item := 0
 	for _, s := range m.Shards {
 		raw, err := os.ReadFile(filepath.Join(dst, s.File))
@@ -156,7 +157,7 @@ func TestRoundTripPixels(t *testing.T) {
 			t.Fatalf("shard %d datasets %+v", s.Index, s.Datasets)
 		}
 		for i := 0; i < s.Count; i++ {
-			in, c := item/2, item%2
+			in, c := lay.item(item)
 			class := []string{"cat", "dog"}[in/4]
 			key := fmt.Sprintf("%s/%03d.png", class, in%4)
 			file, _ := os.ReadFile(filepath.Join(src, key))
@@ -202,7 +203,7 @@ func TestBadInputsSkipped(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "x", "zero.png"), nil, 0o644)
 	os.WriteFile(filepath.Join(src, "x", "text.png"), []byte("hello, not a png"), 0o644)
 	os.WriteFile(filepath.Join(src, "x", "notes.txt"), []byte("ignored"), 0o644)
-	m, s, err := convertDir(t, context.Background(), src, dst, func(o *Options) { o.Copies = 1 })
+	m, s, err := convertDir(t, context.Background(), src, dst, func(o *Options) { o.Copies, o.Order = 1, OrderSorted })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,21 +216,22 @@ func TestBadInputsSkipped(t *testing.T) {
 	if m.Ignored[0].Key != "x/notes.txt" || !strings.Contains(m.Ignored[0].Reason, "unsupported") {
 		t.Errorf("ignored = %+v", m.Ignored)
 	}
-	_, _, err = convertDir(t, context.Background(), src, t.TempDir(), func(o *Options) { o.Copies, o.Strict = 1, true })
+	_, _, err = convertDir(t, context.Background(), src, t.TempDir(), func(o *Options) { o.Copies, o.Strict, o.Order = 1, true, OrderSorted })
 	if err == nil || !strings.Contains(err.Error(), "text.png") || !strings.Contains(err.Error(), "--strict") {
 		t.Fatalf("strict: err = %v", err)
 	}
 }
 
 // TestSkippedInOrder checks that the summary lists skipped inputs in the
-// manifest's order, input order, when they fall in different shards.
+// manifest's order, input order under OrderSorted, when they fall in
+// different shards.
 func TestSkippedInOrder(t *testing.T) {
 	src, dst := t.TempDir(), t.TempDir()
 	writeImages(t, src, []string{"x"}, 2)
 	for i := range 6 {
 		os.WriteFile(filepath.Join(src, "x", fmt.Sprintf("bad%d.png", i)), []byte("not a png"), 0o644)
 	}
-	m, s, err := convertDir(t, context.Background(), src, dst, func(o *Options) { o.Copies, o.ItemsPerShard = 1, 1 })
+	m, s, err := convertDir(t, context.Background(), src, dst, func(o *Options) { o.Copies, o.ItemsPerShard, o.Order = 1, 1, OrderSorted })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func convertMedia(t *testing.T, dir, class string, h Handler, format formats.Sha
 		t.Fatal(err)
 	}
 	m, _, err := Run(ctx, l, Options{
-		Sink: sink, Format: format, Handler: handler, Seed: 1, Copies: 1,
+		Sink: sink, Format: format, Handler: handler, Seed: 1, Copies: 1, Order: OrderSorted,
 		ItemsPerShard: 100, Workers: 2, IOWorkers: 2, Version: "test",
 	})
 	if err != nil {

@@ -25,7 +25,8 @@ import (
 type job struct {
 	entry   Entry
 	index   int // entry index in the listing
-	c0, c1  int // copies [c0, c1)
+	c0, c1  int // copies [c0, c1), at plan positions [pos, pos+c1-c0)
+	pos     int
 	in      *Input
 	err     error              // fetch error, for every copy
 	fetched chan struct{}      // closed when in/err are set
@@ -125,7 +126,9 @@ func send[T any](ctx context.Context, ch chan<- T, v T) error {
 	}
 }
 
-// list emits one job per input, in index order, skipping kept shards.
+// list emits the jobs in plan order, skipping kept shards: one per run of
+// positions holding adjacent copies of one input (all its copies in sorted
+// order, one copy in shuffled order).
 func (r *run) list(ctx context.Context, order, dispatchQ, fetchQ chan<- *job) error {
 	var j *job
 	flush := func() error {
@@ -145,13 +148,16 @@ func (r *run) list(ctx context.Context, order, dispatchQ, fetchQ chan<- *job) er
 		}
 		return nil
 	}
-	copies := r.opt.Copies
-	for item := r.lo; item < r.hi; item++ {
-		if _, ok := r.keep[item/r.perShard]; ok {
-			item = (item/r.perShard+1)*r.perShard - 1
+	for pos := r.lo; pos < r.hi; pos++ {
+		if _, ok := r.keep[pos/r.perShard]; ok {
+			if err := flush(); err != nil {
+				return err
+			}
+			j = nil
+			pos = (pos/r.perShard+1)*r.perShard - 1
 			continue
 		}
-		e, c := item/copies, item%copies
+		e, c := r.layout.item(pos)
 		if j != nil && j.index == e && j.c1 == c {
 			j.c1++
 			continue
@@ -159,7 +165,7 @@ func (r *run) list(ctx context.Context, order, dispatchQ, fetchQ chan<- *job) er
 		if err := flush(); err != nil {
 			return err
 		}
-		j = &job{entry: r.l.Entries[e], index: e, c0: c, c1: c + 1, fetched: make(chan struct{})}
+		j = &job{entry: r.l.Entries[e], index: e, c0: c, c1: c + 1, pos: pos, fetched: make(chan struct{})}
 	}
 	return flush()
 }
@@ -355,8 +361,8 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 				return ctx.Err()
 			case <-j.done[c-j.c0]:
 			}
-			item := j.index*r.opt.Copies + c
-			if shard := item / r.perShard; cur == nil || cur.index != shard {
+			pos := j.pos + c - j.c0
+			if shard := pos / r.perShard; cur == nil || cur.index != shard {
 				if err := handOff(); err != nil {
 					return err
 				}
@@ -388,7 +394,7 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 					if e, ok := w.(formats.Expecter); ok {
 						// The shard's planned items, each giving as many
 						// samples as this one.
-						items := min(r.items, (cur.index+1)*r.perShard) - item
+						items := min(r.items, (cur.index+1)*r.perShard) - pos
 						e.Expect(items * len(j.samples[c-j.c0]))
 					}
 					cur.w = w

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,6 +28,7 @@ type Options struct {
 	Recipe  string // canonical recipe, recorded in shards and manifest
 	Seed    uint64
 	Copies  int               // augmented copies of each input (>= 1)
+	Order   Order             // how items are laid out in shards; "" is OrderShuffle
 	Options map[string]string // other settings that shape the output, recorded in the manifest
 	Version string
 
@@ -109,6 +111,12 @@ func (o *Options) defaults() error {
 	if o.Copies <= 0 {
 		o.Copies = 1
 	}
+	if o.Order == "" {
+		o.Order = OrderShuffle
+	}
+	if _, err := ParseOrder(string(o.Order)); err != nil {
+		return err
+	}
 	if o.Workers <= 0 {
 		o.Workers = runtime.NumCPU()
 	}
@@ -142,6 +150,9 @@ func Run(ctx context.Context, l *Listing, opt Options) (*manifest.Manifest, *Sum
 	}
 	if len(l.Entries) == 0 {
 		return nil, nil, fmt.Errorf("no convertible inputs found (%d files of unsupported types)", len(l.Ignored))
+	}
+	if len(l.Entries) > math.MaxInt32 {
+		return nil, nil, fmt.Errorf("%d inputs: split them into runs of at most %d", len(l.Entries), math.MaxInt32)
 	}
 	r := &run{opt: opt, l: l, items: len(l.Entries) * opt.Copies}
 	prior, err := r.prepareDestination(ctx)
@@ -195,11 +206,12 @@ type run struct {
 	opt      Options
 	l        *Listing
 	items    int
+	layout   *layout // position -> item
 	perShard int
 	nShards  int
 	first    int // this task's shards: [first, end)
 	end      int
-	lo, hi   int // this task's items: [lo, hi)
+	lo, hi   int // this task's plan positions: [lo, hi)
 	keep     map[int]manifest.Shard
 	shards   map[int]manifest.Shard
 	written  int
@@ -318,6 +330,7 @@ func (r *run) plan(ctx context.Context, prior *manifest.Manifest) error {
 		r.perShard = n
 	}
 	r.nShards = (r.items + r.perShard - 1) / r.perShard
+	r.layout = newLayout(r.opt.Order, len(r.l.Entries), r.opt.Copies, r.perShard, r.opt.Seed)
 	r.first, r.end = TaskShards(r.nShards, r.opt.TaskIndex, r.opt.TaskCount)
 	r.lo = min(r.first*r.perShard, r.items)
 	r.hi = min(r.end*r.perShard, r.items)
@@ -452,6 +465,8 @@ func sameRun(a, b *manifest.Manifest) string {
 		return fmt.Sprintf("seed %d, now %d", a.Seed, b.Seed)
 	case a.Copies != b.Copies:
 		return fmt.Sprintf("copies %d, now %d", a.Copies, b.Copies)
+	case a.Order != b.Order:
+		return fmt.Sprintf("order %s, now %s", a.Order, b.Order)
 	case a.Items != b.Items:
 		return fmt.Sprintf("%d items, now %d: the inputs changed", a.Items, b.Items)
 	case a.ItemsPerShard != b.ItemsPerShard:
@@ -469,11 +484,13 @@ func sameRun(a, b *manifest.Manifest) string {
 
 func (r *run) header() *manifest.Manifest {
 	return &manifest.Manifest{
+		FormatVersion: manifest.FormatVersion,
 		Version:       r.opt.Version,
 		Format:        r.opt.Format.Name(),
 		Recipe:        r.opt.Recipe,
 		Seed:          r.opt.Seed,
 		Copies:        r.opt.Copies,
+		Order:         string(r.opt.Order),
 		Options:       r.opt.Options,
 		Classes:       r.l.Classes,
 		Items:         r.items,

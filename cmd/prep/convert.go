@@ -47,6 +47,7 @@ type convertFlags struct {
 	ioWorkers     int
 	seed          uint64
 	copies        int
+	order         string
 	taskIndex     int
 	taskCount     int
 	resume        bool
@@ -96,6 +97,7 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.IntVar(&f.ioWorkers, "io-workers", convert.DefaultIOWorkers, "concurrent reads from the source")
 	fl.Uint64Var(&f.seed, "seed", 0, "random seed: the same inputs, recipe and seed give byte-identical shards")
 	fl.IntVar(&f.copies, "copies", 1, "independently augmented copies of each input")
+	fl.StringVar(&f.order, "order", string(convert.OrderShuffle), "write order: shuffle (copy rounds, each a seeded permutation of the inputs: shards mix classes) or sorted (key order, copies adjacent)")
 	fl.IntVar(&f.taskIndex, "task-index", -1, "this task's index in a distributed run (default from CLOUD_RUN_TASK_INDEX, BATCH_TASK_INDEX or JOB_COMPLETION_INDEX)")
 	fl.IntVar(&f.taskCount, "task-count", 0, "number of tasks in a distributed run (default from CLOUD_RUN_TASK_COUNT or BATCH_TASK_COUNT, else 1; required with JOB_COMPLETION_INDEX)")
 	fl.BoolVar(&f.resume, "resume", false, "keep finished shards of an earlier run into DST and redo the rest")
@@ -273,6 +275,7 @@ func hasExt(key string, exts []string) bool {
 type checkedFlags struct {
 	shardSize            int64
 	recipe               *augment.Recipe
+	order                convert.Order
 	taskIndex, taskCount int
 }
 
@@ -286,6 +289,12 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	}
 	if f.copies < 1 {
 		return c, usagef("--copies %d: must be at least 1", f.copies)
+	}
+	if f.order == "" {
+		f.order = string(convert.OrderShuffle)
+	}
+	if c.order, err = convert.ParseOrder(f.order); err != nil {
+		return c, usageError{fmt.Errorf("--%w", err)}
 	}
 	if f.resume && f.overwrite {
 		return c, usagef("--resume keeps an earlier run and --overwrite replaces it: pass one of them")
@@ -393,7 +402,7 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 	defer done()
 	m, sum, err := convert.Run(ctx, listing, convert.Options{
 		Sink: sink, Format: format, Handler: handler,
-		Recipe: recipe.String(), Seed: f.seed, Copies: f.copies, Options: opts, Version: version,
+		Recipe: recipe.String(), Seed: f.seed, Copies: f.copies, Order: c.order, Options: opts, Version: version,
 		ShardSize: shardSize, ItemsPerShard: f.itemsPerShard, Workers: f.workers, IOWorkers: f.ioWorkers,
 		TaskIndex: taskIndex, TaskCount: taskCount,
 		Resume: f.resume, Overwrite: f.overwrite, Strict: f.strict,

@@ -379,15 +379,28 @@ func TestThreeTasksEqualOneProcess(t *testing.T) {
 // hash(seed, key, copy); and the labels and keys datasets against the class
 // folders and input keys.
 func TestRoundTripRecipe(t *testing.T) {
+	for _, order := range []string{"sorted", "shuffle"} {
+		t.Run(order, func(t *testing.T) { roundTripRecipe(t, order) })
+	}
+}
+
+// roundTripRecipe checks one conversion. Under --order sorted the samples
+// follow the plan item by item; under shuffle, round r (positions
+// [r·E, (r+1)·E) for E inputs) holds copy r of every input once, and each
+// sample is checked against the input its key names.
+func roundTripRecipe(t *testing.T, order string) {
 	const src, seed, copies = "../../testdata/images", 7, 2
 	dst := filepath.Join(t.TempDir(), "out")
 	if _, stderr, code := prepRun(t, "convert", src, dst, "--recipe", demoRecipe, "--seed", strconv.Itoa(seed),
-		"--copies", strconv.Itoa(copies), "--items-per-shard", "5"); code != 0 {
+		"--copies", strconv.Itoa(copies), "--items-per-shard", "5", "--order", order); code != 0 {
 		t.Fatalf("convert exit %d: %s", code, stderr)
 	}
 	m, err := manifest.Read(dst)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m.Order != order {
+		t.Fatalf("manifest order %q, want %q", m.Order, order)
 	}
 	recipe, err := augment.Parse(demoRecipe)
 	if err != nil {
@@ -425,6 +438,12 @@ func TestRoundTripRecipe(t *testing.T) {
 	if !slices.Equal(m.Classes, names) {
 		t.Fatalf("manifest classes %q, folders %q", m.Classes, names)
 	}
+	byKey := map[string]item{}
+	for _, w := range want {
+		byKey[w.key+"#c"+strconv.Itoa(w.copy)] = w
+	}
+	inputs := len(want) / copies
+	seen := map[string]bool{}
 
 	n := 0
 	for _, s := range m.Shards {
@@ -459,13 +478,21 @@ func TestRoundTripRecipe(t *testing.T) {
 				t.Fatalf("more samples than the %d planned", len(want))
 			}
 			w := want[n]
+			gotKey := string(bytes.TrimRight(keyBytes[i*width:(i+1)*width], "\x00"))
+			if order == "shuffle" {
+				var ok bool
+				if w, ok = byKey[gotKey]; !ok || seen[gotKey] || w.copy != n/inputs {
+					t.Fatalf("%s sample %d: key %q unknown, seen before, or not of round %d", s.File, i, gotKey, n/inputs)
+				}
+				seen[gotKey] = true
+			}
 			n++
 			if got := int64(binary.LittleEndian.Uint64(labelBytes[8*i:])); got != w.label {
 				t.Errorf("%s sample %d (%s): label %d, want %d", s.File, i, w.key, got, w.label)
 			}
 			wantKey := w.key + "#c" + strconv.Itoa(w.copy)
-			if got := string(bytes.TrimRight(keyBytes[i*width:(i+1)*width], "\x00")); got != wantKey {
-				t.Errorf("%s sample %d: key %q, want %q", s.File, i, got, wantKey)
+			if gotKey != wantKey {
+				t.Errorf("%s sample %d: key %q, want %q", s.File, i, gotKey, wantKey)
 			}
 			file, err := os.ReadFile(filepath.Join(src, w.key))
 			if err != nil {

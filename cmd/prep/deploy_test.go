@@ -435,7 +435,7 @@ func checkConvertFlags(cc *checkedCall) error {
 		return v
 	}
 	var f convertFlags
-	f.shardSize, f.recipe, f.format, f.decoder = str("shard-size"), str("recipe"), str("format"), str("decoder")
+	f.shardSize, f.recipe, f.format, f.decoder, f.order = str("shard-size"), str("recipe"), str("format"), str("decoder"), str("order")
 	f.copies, f.workers, f.ioWorkers, f.splitAxis = num("copies"), num("workers"), num("io-workers"), num("split-axis")
 	f.taskIndex, f.taskCount = num("task-index"), num("task-count")
 	f.video.FPS, f.video.Every, f.video.Clip, f.video.MaxFrames = float("fps"), num("every"), num("clip"), num("max-frames")

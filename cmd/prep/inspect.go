@@ -158,7 +158,7 @@ func verifyShard(path string, s manifest.Shard) string {
 }
 
 func printManifest(w io.Writer, m *manifest.Manifest) {
-	fmt.Fprintf(w, "format %s, prep %s, seed %d, copies %d\n", m.Format, m.Version, m.Seed, m.Copies)
+	fmt.Fprintf(w, "format %s (version %d), prep %s, seed %d, copies %d, order %s\n", m.Format, m.FormatVersion, m.Version, m.Seed, m.Copies, m.Order)
 	fmt.Fprintf(w, "recipe: %s\n", orNone(m.Recipe))
 	if len(m.Classes) > 0 {
 		fmt.Fprintf(w, "classes (%d): %s\n", len(m.Classes), strings.Join(first(m.Classes, 20), ", "))

@@ -138,7 +138,7 @@ func TestTarWorkersDoNotChangeOutput(t *testing.T) {
 		files       int
 	}{
 		{"png", "../../testdata/images", []string{"--recipe", demoRecipe + ",rotate=10,jitter=0.4/0.4/0.4/0.1", "--copies", "3", "--items-per-shard", "5"}, 6},
-		{"wav", "../../testdata/audio", []string{"--recipe", "gain=-6-0,shift=0.1,noise=20-40", "--copies", "2", "--items-per-shard", "4", "--duration", "1"}, 4},
+		{"wav", "../../testdata/audio", []string{"--recipe", "gain=-6-0,shift=0.1,noise=20-40", "--copies", "2", "--items-per-shard", "4", "--duration", "1"}, 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.format, func(t *testing.T) {

@@ -15,18 +15,26 @@ import (
 // FileName is the manifest's name inside a shard directory.
 const FileName = "manifest.json"
 
+// FormatVersion is the version of the on-disk contract (docs/FORMAT.md)
+// this prep writes. A change that an existing reader would misread bumps
+// it; readers refuse a version newer than they know. Manifests written
+// before the field existed have version 1's layout.
+const FormatVersion = 1
+
 // Manifest describes a finished conversion. It holds nothing that depends
 // on timing or scheduling, so equal runs write equal bytes.
 type Manifest struct {
+	FormatVersion int               `json:"format_version"`
 	Version       string            `json:"version"`
 	Format        string            `json:"format"`
 	Recipe        string            `json:"recipe"`
 	Seed          uint64            `json:"seed"`
 	Copies        int               `json:"copies"`
+	Order         string            `json:"order"` // "shuffle" or "sorted": how items are laid out (docs/FORMAT.md)
 	Options       map[string]string `json:"options,omitempty"`
 	Classes       []string          `json:"classes,omitempty"`
 	Items         int               `json:"items"`           // inputs × copies in the whole plan
-	ItemsPerShard int               `json:"items_per_shard"` // shard k holds items [k*n, (k+1)*n)
+	ItemsPerShard int               `json:"items_per_shard"` // shard k holds plan positions [k*n, (k+1)*n)
 	ShardCount    int               `json:"shard_count"`     // shards in the whole plan
 	Task          *Task             `json:"task,omitempty"`  // set on a per-task part
 	Samples       int               `json:"samples"`
@@ -74,6 +82,17 @@ func Parse(data []byte) (*Manifest, error) {
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("parse manifest: %w", err)
+	}
+	// Before these fields existed, every manifest had version 1's layout
+	// and its items in sorted order.
+	if m.FormatVersion == 0 {
+		m.FormatVersion = 1
+	}
+	if m.Order == "" {
+		m.Order = "sorted"
+	}
+	if m.FormatVersion > FormatVersion {
+		return nil, fmt.Errorf("manifest format version %d is newer than this prep reads (%d): upgrade prep", m.FormatVersion, FormatVersion)
 	}
 	return &m, nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/prep-dev/prep/formats"
@@ -11,6 +12,7 @@ import (
 
 func TestWriteReadRoundTrip(t *testing.T) {
 	m := &Manifest{
+		FormatVersion: FormatVersion, Order: "shuffle",
 		Version: "v", Format: "hdf5", Recipe: "resize=8", Seed: 3, Copies: 2,
 		Options: map[string]string{"b": "2", "a": "1"}, Classes: []string{"x", "y"},
 		Items: 5, ItemsPerShard: 3, ShardCount: 2,
@@ -51,5 +53,27 @@ func TestParseError(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, FileName), []byte("{not json"), 0o644)
 	if _, err := Read(dir); err == nil {
 		t.Fatal("a corrupt manifest was accepted")
+	}
+}
+
+func TestParseVersionAndOrder(t *testing.T) {
+	for _, tc := range []struct {
+		json, order, err string
+		version          int
+	}{
+		{json: `{"version": "old"}`, version: 1, order: "sorted"}, // written before the fields existed
+		{json: `{"format_version": 1, "order": "shuffle"}`, version: 1, order: "shuffle"},
+		{json: `{"format_version": 2}`, err: "format version 2 is newer than this prep reads (1): upgrade prep"},
+	} {
+		m, err := Parse([]byte(tc.json))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err %v, want %q", tc.json, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || m.FormatVersion != tc.version || m.Order != tc.order {
+			t.Errorf("%s: version %d order %q err %v, want %d %q", tc.json, m.FormatVersion, m.Order, err, tc.version, tc.order)
+		}
 	}
 }
