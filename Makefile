@@ -7,7 +7,11 @@ GO ?= go
 export GOEXPERIMENT=simd
 BIN := bin/prep
 APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
-            libjpeg62-turbo-dev libpng-dev python3-h5py python3-pil python3-numpy ca-certificates
+            libjpeg62-turbo-dev libpng-dev python3-h5py python3-pil python3-numpy \
+            python3-torch python3-pytest ca-certificates
+# Debian's interpreter, with the python3-* packages above: the Python reader's
+# tests run on it (a python3 earlier on PATH may lack them).
+PYTHON := /usr/bin/python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build test bench demo vet clean
@@ -32,13 +36,18 @@ build: deps
 vet:
 	gofmt -l . | (! grep .) && $(GO) vet ./...
 
-test: deps vet
+test: deps vet build
 	$(GO) test -race -count=1 -timeout 15m ./...
+	PREP_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 # The GCS benchmarks add 20 ms to each of 2,000 requests: one round each.
 bench: build
 	$(GO) test -run '^$$' -bench . -skip GCS -benchmem -benchtime 3x ./...
 	$(GO) test -run '^$$' -bench GCS -benchtime 1x ./cloudsrc/ ./convert/
+	@echo "cpu: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); flags:$$(grep -m1 -o -w 'avx2\|avx512f\|avx512vbmi' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+	rm -rf out/bench-reader
+	$(BIN) convert testdata/images out/bench-reader --recipe "resize=256,crop=224" --copies 200 --seed 1 >/dev/null
+	$(PYTHON) python/bench/bench_reader.py out/bench-reader --prep $(BIN)
 
 demo: build
 	rm -rf out/demo

@@ -1,0 +1,142 @@
+"""Batched sequential reading into reused buffers: BatchReader, iter_batches."""
+
+import numpy as np
+
+from . import _torch
+from ._batch import fill, fixed_specs
+from .dataset import _select_fields
+from .shards import ShardSet
+from .stream import epoch_sequence
+
+
+class BatchReader:
+    """Read runs of contiguous samples, one read per field and batch, into reused buffers.
+
+    Iterating yields ``(data, labels)``: ``data`` a batch-first array (or a
+    dict of them for several fields), ``labels`` int64. Both are views of
+    a ring of ``num_buffers`` preallocated buffers: a batch stays valid
+    while the next ``num_buffers - 1`` are read, then is overwritten (pass
+    ``copy=True`` for fresh arrays). Reusing memory matters: faulting in
+    fresh pages for every batch caps reads far below disk speed.
+
+    HDF5 shards: each batch is one ``preadv`` per field straight into the
+    buffer (two where it spans a shard boundary). Tar shards: members are
+    decoded into the buffer sample by sample. Every sample must have the
+    same shape per field (ragged shards: use ShardDataset or ShardStream).
+
+    ``as_tensor=True`` gives torch tensors; ``pin_memory=True`` puts the
+    buffers in pinned memory for fast ``.cuda(non_blocking=True)`` copies,
+    and where torch cannot pin (no CUDA) it warns once and uses ordinary
+    memory. ``rank``/``world_size`` (default: torch.distributed, else 0/1)
+    give each rank an equal contiguous share of the epoch's sequence (the
+    remainder dropped, as in ShardStream, unless ``pad=True``);
+    ``shuffle=True`` shuffles the shard order per epoch (``set_epoch``),
+    not the samples within a shard, to keep reads sequential.
+    """
+
+    def __init__(self, path, batch_size, fields=None, shuffle=False, seed=0, rank=None, world_size=None,
+                 pad=False, drop_last=False, as_tensor=False, pin_memory=False, num_buffers=2, copy=False,
+                 verify=False, check_sizes=True):
+        if isinstance(path, ShardSet):
+            self._ss = path
+        else:
+            self._ss = ShardSet(path, check_sizes=check_sizes, verify=verify)
+        self.fields, self._as_dict = _select_fields(self._ss, fields)
+        self.batch_size = int(batch_size)
+        if self.batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.shuffle, self.seed = bool(shuffle), int(seed)
+        self.rank, self.world_size = _torch.dist_rank_world(rank, world_size)
+        self.pad, self.drop_last = bool(pad), bool(drop_last)
+        self.as_tensor = bool(as_tensor or pin_memory)
+        self.pin_memory = bool(pin_memory)
+        self.num_buffers = max(1, int(num_buffers))
+        self.copy = bool(copy)
+        self.epoch = 0
+        self.specs = fixed_specs(self._ss, self.fields)
+        self._ring = None
+
+    @property
+    def manifest(self):
+        return self._ss.manifest
+
+    def set_epoch(self, epoch):
+        self.epoch = int(epoch)
+
+    def _segments(self):
+        """This rank's (shard, start, stop) runs for the epoch, in order."""
+        ss = self._ss
+        seq = epoch_sequence(ss, self.epoch, self.seed, self.shuffle)
+        n, w = len(seq), self.world_size
+        per = -(-n // w) if self.pad else n // w
+        lo, hi = self.rank * per, (self.rank + 1) * per
+        # the sequence is made of whole shards: walk them instead of materialising indices
+        order = np.arange(len(ss.shards))
+        if self.shuffle:
+            order = np.random.default_rng([self.seed, self.epoch, 0x5EED]).permutation(len(ss.shards))
+        segs, pos = [], 0
+        if not n or hi <= lo:
+            return segs
+        while pos < hi:  # with pad, a second round repeats the sequence from its start
+            for k in order:
+                c = int(ss.counts[k])
+                a, b = max(lo, pos), min(hi, pos + c)
+                if a < b:
+                    segs.append((int(k), a - pos, b - pos))
+                pos += c
+                if pos >= hi:
+                    break
+        return segs
+
+    def __len__(self):
+        n, w = self._ss.total, self.world_size
+        per = -(-n // w) if self.pad else n // w
+        return per // self.batch_size if self.drop_last else -(-per // self.batch_size)
+
+    def _buffers(self):
+        if self._ring is None:
+            b = self.batch_size
+            self._ring = []
+            for _ in range(self.num_buffers):
+                outs = [_torch.alloc((b,) + sp.shape, sp.dtype, self.as_tensor, self.pin_memory) for sp in self.specs]
+                lab = _torch.alloc((b,), np.dtype(np.int64), self.as_tensor, self.pin_memory)
+                self._ring.append((outs, lab))
+        return self._ring
+
+    def __iter__(self):
+        ring = self._buffers()
+        b = self.batch_size
+        slot = 0
+        runs, filled = [], 0
+        for k, start, stop in self._segments():
+            while start < stop:
+                n = min(stop - start, b - filled)
+                runs.append((k, start, start + n, filled))
+                filled += n
+                start += n
+                if filled == b:
+                    yield self._emit(ring[slot], runs, b)
+                    slot = (slot + 1) % len(ring)
+                    runs, filled = [], 0
+        if filled and not self.drop_last:
+            yield self._emit(ring[slot], runs, filled)
+
+    def _emit(self, bufs, runs, n):
+        outs, lab = bufs
+        fill(self._ss, self.specs, runs, [o[1] for o in outs], lab[1])
+        data = [o[0][:n] for o in outs]
+        labels = lab[0][:n]
+        if self.copy:
+            data = [d.clone() if hasattr(d, "clone") else d.copy() for d in data]
+            labels = labels.clone() if hasattr(labels, "clone") else labels.copy()
+        if self._as_dict:
+            return {sp.name: d for sp, d in zip(self.specs, data)}, labels
+        return data[0], labels
+
+    def close(self):
+        self._ss.close()
+
+
+def iter_batches(path, batch_size, **kwargs):
+    """Iterate over ``BatchReader(path, batch_size, **kwargs)``: (data, labels) batches."""
+    return iter(BatchReader(path, batch_size, **kwargs))

@@ -1,0 +1,489 @@
+"""Reading one sample at a time from HDF5 and tar shards, without libhdf5.
+
+``ShardSet`` is the engine under every public API: it owns the manifest,
+the per-process descriptors and one reader per shard.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from ._io import Files, pread_into
+from .codecs import decode_npy, decode_png, decode_wav
+from .errors import ShardFormatError
+from .manifest import Manifest
+
+_RAGGED = ("offsets", "shapes", "ranks")
+
+
+def _companion_names(field):
+    prefix = "" if field == "data" else field + "_"
+    return {c: prefix + c for c in _RAGGED}
+
+
+class _H5Field:
+    """One sample field of an HDF5 shard: fixed shape, or ragged."""
+
+    __slots__ = ("name", "dtype", "shape", "offset", "size", "ragged", "sample_shape",
+                 "sample_nbytes", "companions", "dataset")
+
+    def __init__(self, name, d, count, by_name, where):
+        self.name = name
+        self.dataset = d
+        self.dtype = d["np_dtype"]
+        self.shape = tuple(d["shape"])
+        self.offset = int(d["offset"])
+        self.size = int(d["size"])
+        comps = _companion_names(name)
+        self.ragged = comps["offsets"] in by_name and comps["shapes"] in by_name
+        self.companions = {c: by_name[n] for c, n in comps.items() if n in by_name} if self.ragged else {}
+        if self.ragged:
+            self.sample_shape = None
+            self.sample_nbytes = None
+        else:
+            if not self.shape or self.shape[0] != count:
+                raise ShardFormatError(f"{where}: dataset {name} has shape {list(self.shape)}, "
+                                       f"but the shard holds {count} samples")
+            self.sample_shape = self.shape[1:]
+            self.sample_nbytes = int(np.prod(self.sample_shape, dtype=np.int64)) * self.dtype.itemsize
+        want = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        if want != self.size:
+            raise ShardFormatError(f"{where}: dataset {name} is {self.size} bytes, its shape "
+                                   f"{list(self.shape)} of {d['dtype']} needs {want}")
+
+
+class H5Shard:
+    """A prep HDF5 shard read with plain positional reads at the manifest's offsets.
+
+    libhdf5 is never used, except through h5py for a dataset whose
+    manifest offset is -1 (chunked or not allocated; prep writes none with
+    data in it), if h5py is installed.
+    """
+
+    def __init__(self, info, files, k, manifest_path):
+        self.info = info
+        self.files = files
+        self.k = k
+        self.path = info["path"]
+        self.count = int(info["count"])
+        where = f"{self.path} (in {manifest_path})"
+        self.where = where
+        by_name = {d["name"]: d for d in info["datasets"]}
+        self.by_name = by_name
+        skip = {"labels", "keys"}
+        names = [d["name"] for d in info["datasets"]]
+        fields = []
+        for n in names:
+            if n in skip:
+                continue
+            fields.append(n)
+        # Drop the ragged companions of fields that are present.
+        comp = set()
+        for n in fields:
+            c = _companion_names(n)
+            if c["offsets"] in by_name and c["shapes"] in by_name:
+                comp.update(v for v in c.values() if v in by_name)
+        self.fields = [n for n in fields if n not in comp]
+        if not self.fields:
+            raise ShardFormatError(f"{where}: no sample datasets in the manifest")
+        self.field = {n: _H5Field(n, by_name[n], self.count, by_name, where) for n in self.fields}
+        for n, d in by_name.items():
+            if d["offset"] >= 0 and d["offset"] + d["size"] > info["bytes"]:
+                raise ShardFormatError(f"{where}: dataset {n} at {d['offset']}+{d['size']} "
+                                       f"lies past the end of the file ({info['bytes']} bytes)")
+        self._small = {}
+        self._h5 = None
+        self._h5pid = None
+
+    def __getstate__(self):
+        st = dict(self.__dict__)
+        st["_small"] = {}
+        st["_h5"] = None
+        st["_h5pid"] = None
+        return st
+
+    # -- raw dataset access -------------------------------------------------
+
+    def _fd(self):
+        return self.files.fd(self.k)
+
+    def _h5file(self):
+        pid = os.getpid()
+        if self._h5 is None or self._h5pid != pid:
+            try:
+                import h5py  # noqa: PLC0415
+            except ImportError:
+                raise ShardFormatError(
+                    f"{self.where}: a dataset is not contiguous (manifest offset -1); reading it "
+                    "needs h5py: pip install h5py") from None
+            self._h5 = h5py.File(self.path, "r")
+            self._h5pid = pid
+        return self._h5
+
+    def read_dataset(self, d, start=None, stop=None, out=None):
+        """Read elements [start, stop) along axis 0 of dataset ``d`` (a manifest entry)."""
+        dt = d["np_dtype"]
+        shape = tuple(d["shape"])
+        n0 = shape[0] if shape else 1
+        start = 0 if start is None else start
+        stop = n0 if stop is None else stop
+        rest = shape[1:]
+        row = int(np.prod(rest, dtype=np.int64)) * dt.itemsize
+        oshape = (stop - start,) + rest if shape else ()
+        if out is None:
+            out = np.empty(oshape, dt)
+        nbytes = (stop - start) * row if shape else dt.itemsize
+        if nbytes == 0:
+            return out
+        if d["offset"] < 0:
+            f = self._h5file()
+            out[...] = f[d["name"]][start:stop] if shape else f[d["name"]][()]
+            return out
+        pread_into(self._fd(), out, d["offset"] + start * row, self.path)
+        return out
+
+    def _cached(self, name):
+        a = self._small.get(name)
+        if a is None:
+            a = self.read_dataset(self.by_name[name])
+            self._small[name] = a
+        return a
+
+    # -- samples -------------------------------------------------------------
+
+    def labels(self):
+        if "labels" not in self.by_name:
+            return np.full(self.count, -1, np.int64)
+        return self._cached("labels")
+
+    def keys(self):
+        if "keys" not in self.by_name:
+            return [str(i) for i in range(self.count)]
+        return [k.decode("utf-8", "replace") for k in self._cached("keys")]
+
+    def key(self, i):
+        if "keys" not in self.by_name:
+            return str(i)
+        d = self.by_name["keys"]
+        if "keys" in self._small:
+            return self._small["keys"][i].decode("utf-8", "replace")
+        return self.read_dataset(d, i, i + 1)[0].decode("utf-8", "replace")
+
+    def ragged_index(self, f):
+        """(offsets, shapes, ranks) of a ragged field, cached per process."""
+        offs = self._cached(f.companions["offsets"]["name"])
+        shapes = self._cached(f.companions["shapes"]["name"])
+        ranks = self._cached(f.companions["ranks"]["name"]) if "ranks" in f.companions else None
+        return offs, shapes, ranks
+
+    def sample_shape(self, f, i):
+        if not f.ragged:
+            return f.sample_shape
+        _, shapes, ranks = self.ragged_index(f)
+        r = shapes.shape[1] if ranks is None else int(ranks[i])
+        return tuple(int(x) for x in shapes[i, :r])
+
+    def read_field(self, name, i):
+        f = self.field[name]
+        if not f.ragged:
+            out = np.empty(f.sample_shape, f.dtype)
+            if f.sample_nbytes == 0:
+                return out
+            if f.offset < 0:
+                out[...] = self._h5file()[name][i]
+                return out
+            pread_into(self._fd(), out, f.offset + i * f.sample_nbytes, self.path)
+            return out
+        offs, _, _ = self.ragged_index(f)
+        shape = self.sample_shape(f, i)
+        a, b = int(offs[i]), int(offs[i + 1])
+        out = np.empty(shape, f.dtype)
+        if out.size != b - a:
+            raise ShardFormatError(f"{self.where}: {name} sample {i} has shape {shape} "
+                                   f"but {b - a} elements")
+        if b == a:
+            return out
+        if f.offset < 0:
+            out.reshape(-1)[...] = self._h5file()[name][a:b]
+            return out
+        pread_into(self._fd(), out, f.offset + a * f.dtype.itemsize, self.path)
+        return out
+
+    def read(self, i, fields):
+        return {n: self.read_field(n, i) for n in fields}
+
+
+# -- tar ------------------------------------------------------------------------
+
+_BLOCK = 512
+
+
+def _octal(b, where):
+    b = bytes(b)
+    if b and b[0] & 0x80:  # base-256 (GNU) for large values
+        v = int.from_bytes(b[1:], "big")
+        return v
+    s = b.split(b"\x00", 1)[0].strip()
+    try:
+        return int(s, 8) if s else 0
+    except ValueError:
+        raise ShardFormatError(f"{where}: bad tar header number {s!r}") from None
+
+
+def _pax(buf, where):
+    out = {}
+    pos = 0
+    data = bytes(buf)
+    while pos < len(data):
+        sp = data.index(b" ", pos)
+        length = int(data[pos:sp])
+        rec = data[sp + 1:pos + length - 1]
+        k, _, v = rec.partition(b"=")
+        out[k.decode("utf-8")] = v.decode("utf-8", "surrogateescape")
+        pos += length
+    return out
+
+
+def scan_tar(fd, size, where):
+    """List (name, data offset, size) of a tar's regular members, reading only headers."""
+    members = []
+    pos = 0
+    hdr = bytearray(_BLOCK)
+    pending = {}
+    while pos + _BLOCK <= size:
+        pread_into(fd, hdr, pos, where)
+        if not any(hdr):
+            break
+        name = bytes(hdr[0:100]).split(b"\x00", 1)[0]
+        msize = _octal(hdr[124:136], where)
+        typ = hdr[156:157]
+        if bytes(hdr[257:262]) == b"ustar":
+            prefix = bytes(hdr[345:500]).split(b"\x00", 1)[0]
+            if prefix:
+                name = prefix + b"/" + name
+        data = pos + _BLOCK
+        nxt = data + (msize + _BLOCK - 1) // _BLOCK * _BLOCK
+        if typ in (b"x", b"g", b"L"):
+            body = bytearray(msize)
+            pread_into(fd, body, data, where)
+            if typ == b"x":
+                pending.update(_pax(body, where))
+            elif typ == b"L":
+                pending["path"] = bytes(body).split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
+            pos = nxt
+            continue
+        if "size" in pending:
+            msize = int(pending["size"])
+            nxt = data + (msize + _BLOCK - 1) // _BLOCK * _BLOCK
+        name = pending.get("path", name.decode("utf-8", "surrogateescape"))
+        pending = {}
+        if typ in (b"0", b"\x00", b"7"):
+            members.append((name, data, msize))
+        pos = nxt
+    return members
+
+
+def group_members(members):
+    """Group adjacent members by WebDataset key: (stem, {ext: (offset, size)}) in order."""
+    samples = []
+    cur_stem, cur = None, None
+    for name, off, size in members:
+        slash = name.rfind("/")
+        base = name[slash + 1:]
+        dot = base.find(".")
+        if dot < 0:
+            stem, ext = name, ""
+        else:
+            stem, ext = name[:slash + 1 + dot], base[dot + 1:]
+        if stem != cur_stem:
+            cur_stem, cur = stem, {}
+            samples.append((stem, cur))
+        cur[ext] = (off, size)
+    return samples
+
+
+def _is_frame(ext):
+    return ext.endswith(".png") and ext[:-4].isdigit()
+
+
+class TarShard:
+    """A WebDataset-layout tar shard (prep --format png|wav).
+
+    The member index is built once per process, on first use, by reading
+    the tar headers alone; samples are then read with one positional read
+    per member. Fields: ``data`` (the PNG, the clip's frames stacked
+    (T, H, W, C), or the WAV) and one per ``KEY.NAME.npy`` member, named NAME.
+    """
+
+    def __init__(self, info, files, k, manifest_path, audio):
+        self.info = info
+        self.files = files
+        self.k = k
+        self.path = info["path"]
+        self.count = int(info["count"])
+        self.where = f"{self.path} (in {manifest_path})"
+        self.audio = audio
+        self._index = None
+        self._labels = None
+        self._keys = None
+
+    def __getstate__(self):
+        st = dict(self.__dict__)
+        st["_index"] = None
+        return st
+
+    def index(self):
+        if self._index is None:
+            fd = self.files.fd(self.k)
+            members = scan_tar(fd, int(self.info["bytes"]), self.path)
+            samples = group_members(members)
+            if len(samples) != self.count:
+                raise ShardFormatError(f"{self.where}: tar holds {len(samples)} samples, "
+                                       f"the manifest says {self.count}")
+            self._index = samples
+        return self._index
+
+    @property
+    def fields(self):
+        _, members = self.index()[0] if self.count else (None, {})
+        extra = sorted(e[:-4] for e in members if e.endswith(".npy"))
+        return ["data"] + extra
+
+    def _member(self, off, size):
+        buf = bytearray(size)
+        if size:
+            pread_into(self.files.fd(self.k), buf, off, self.path)
+        return buf
+
+    def _json(self, i):
+        stem, members = self.index()[i]
+        if "json" not in members:
+            return {}
+        try:
+            return json.loads(bytes(self._member(*members["json"])))
+        except ValueError:
+            raise ShardFormatError(f"{self.where}: sample {stem}: bad json member") from None
+
+    def read_field(self, name, i, out=None):
+        stem, members = self.index()[i]
+        where = f"{self.path}: {stem}"
+        if name == "data":
+            if "png" in members:
+                return decode_png(self._member(*members["png"]), where + ".png", out)
+            if "wav" in members:
+                a, _rate = decode_wav(self._member(*members["wav"]), where + ".wav")
+                if out is not None:
+                    if a.shape != out.shape:
+                        return a  # the caller reports the mismatch
+                    out[...] = a
+                    return out
+                return a
+            frames = sorted(e for e in members if _is_frame(e))
+            if not frames:
+                raise ShardFormatError(f"{self.where}: sample {stem} has no png, wav or frame members")
+            clip = None
+            for t, e in enumerate(frames):
+                if int(e[:-4]) != t:
+                    raise ShardFormatError(f"{self.where}: sample {stem}: clip frame {e} out of sequence")
+                buf = self._member(*members[e])
+                if clip is None:
+                    first = decode_png(buf, f"{where}.{e}")
+                    shape = (len(frames),) + first.shape
+                    fits = out is not None and out.shape == shape and out.dtype == first.dtype
+                    clip = out if fits else np.empty(shape, first.dtype)
+                    clip[0] = first
+                else:
+                    decode_png(buf, f"{where}.{e}", clip[t])
+            return clip
+        ext = name + ".npy"
+        if ext not in members:
+            raise ShardFormatError(f"{self.where}: sample {stem} has no member {stem}.{ext}")
+        a = decode_npy(self._member(*members[ext]), f"{where}.{ext}")
+        if out is not None and a.shape == out.shape:
+            out[...] = a
+            return out
+        return a
+
+    def read(self, i, fields):
+        return {n: self.read_field(n, i) for n in fields}
+
+    def label(self, i):
+        stem, members = self.index()[i]
+        if "cls" in members:
+            try:
+                return int(bytes(self._member(*members["cls"])).strip())
+            except ValueError:
+                raise ShardFormatError(f"{self.where}: sample {stem}: bad cls member") from None
+        if "json" in members:
+            return int(self._json(i).get("label", -1))
+        return -1
+
+    def labels(self):
+        if self._labels is None:
+            self._labels = np.array([self.label(i) for i in range(self.count)], np.int64)
+        return self._labels
+
+    def key(self, i):
+        if self._keys is not None:
+            return self._keys[i]
+        return self._json(i).get("key") or self.index()[i][0]
+
+    def keys(self):
+        if self._keys is None:
+            self._keys = [self.key(i) for i in range(self.count)]
+        return self._keys
+
+    def sample_rate(self, i=0):
+        stem, members = self.index()[i]
+        if "wav" not in members:
+            return None
+        off, _ = members["wav"]
+        return decode_wav(self._member(off, members["wav"][1]))[1]
+
+
+class ShardSet:
+    """A manifest, its shards and global sample numbering (shard order, then position)."""
+
+    def __init__(self, path, check_sizes=True, verify=False):
+        self.manifest = Manifest(path)
+        m = self.manifest
+        if verify:
+            m.verify()
+        elif check_sizes:
+            m.check_sizes()
+        self.files = Files(m.shards, m.path)
+        if m.format == "hdf5":
+            self.shards = [H5Shard(s, self.files, k, m.path) for k, s in enumerate(m.shards)]
+        else:
+            self.shards = [TarShard(s, self.files, k, m.path, m.format == "wav") for k, s in enumerate(m.shards)]
+        self.counts = m.counts
+        self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
+        self.total = int(self.starts[-1])
+
+    def locate(self, i):
+        """Global index -> (shard number, index in shard)."""
+        if i < 0:
+            i += self.total
+        if not 0 <= i < self.total:
+            raise IndexError(f"sample {i} out of range ({self.total} samples)")
+        k = int(np.searchsorted(self.starts, i, side="right")) - 1
+        return k, i - int(self.starts[k])
+
+    def fields(self):
+        """Field names common to every shard, in the first shard's order."""
+        nonempty = [s for s in self.shards if s.count]
+        if not nonempty:
+            return []
+        first = list(nonempty[0].fields)
+        if self.manifest.format != "hdf5":
+            return first  # checking every tar shard would scan them all here
+        for s in nonempty[1:]:
+            if list(s.fields) != first:
+                raise ShardFormatError(f"{s.where}: fields {s.fields} differ from "
+                                       f"{nonempty[0].path}'s {first}")
+        return first
+
+    def close(self):
+        self.files.close()
+
