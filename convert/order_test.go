@@ -186,3 +186,17 @@ func readLabelsKeys(t *testing.T, dir string, s manifest.Shard) ([]int64, []stri
 	}
 	return labels, keys
 }
+
+// TestResumeRefusesOtherOrder: shards laid out in one order cannot be
+// finished in another.
+func TestResumeRefusesOtherOrder(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	writeImages(t, src, []string{"a", "b"}, 3)
+	if _, _, err := convertDir(t, context.Background(), src, dst, func(o *Options) { o.Order = OrderSorted }); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := convertDir(t, context.Background(), src, dst, func(o *Options) { o.Resume = true })
+	if err == nil || !strings.Contains(err.Error(), "order sorted, now shuffle") {
+		t.Fatalf("resume in another order: err %v", err)
+	}
+}
