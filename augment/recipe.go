@@ -484,19 +484,30 @@ func parseRange(s string) (lo, hi float64, err error) {
 	return lo, hi, nil
 }
 
-// parseSize parses "S" (square) or "WxH", both positive.
+// maxSide bounds every output size a recipe names (resize, crop, rrc), so
+// at most 2^28 pixels, 1 GiB as RGBA: far past any training sample, and
+// small enough that a typo such as resize=99999999 is refused when the
+// recipe is parsed instead of allocating tens of GB in every worker.
+const maxSide = 16384
+
+// parseSize parses "S" (square) or "WxH", both positive and at most
+// maxSide.
 func parseSize(s string) (w, h int, square bool, err error) {
 	ws, hs, pair := strings.Cut(s, "x")
 	if w, err = strconv.Atoi(ws); err != nil || w <= 0 {
 		return 0, 0, false, fmt.Errorf("size %q: want a positive integer S or WxH", s)
 	}
-	if !pair {
-		return w, w, true, nil
+	h, square = w, true
+	if pair {
+		if h, err = strconv.Atoi(hs); err != nil || h <= 0 {
+			return 0, 0, false, fmt.Errorf("size %q: want a positive integer S or WxH", s)
+		}
+		square = false
 	}
-	if h, err = strconv.Atoi(hs); err != nil || h <= 0 {
-		return 0, 0, false, fmt.Errorf("size %q: want a positive integer S or WxH", s)
+	if w > maxSide || h > maxSide {
+		return 0, 0, false, fmt.Errorf("size %q: over the limit of %d pixels a side", s, maxSide)
 	}
-	return w, h, false, nil
+	return w, h, square, nil
 }
 
 func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

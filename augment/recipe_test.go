@@ -60,6 +60,7 @@ func TestParseCanonical(t *testing.T) {
 		{"resize=320x240:fit", "resize=320x240:fit"},
 		{"resize=256x256", "resize=256x256"},
 		{"crop=200x100", "crop=200x100"},
+		{"resize=16384x16384:fit,crop=16384", "resize=16384x16384:fit,crop=16384"}, // the largest size allowed
 		{"rrc=224", "rrc=224"},
 		{"rrc=224:scale=0.08-1:ratio=0.75-1.3333333333333333", "rrc=224"},
 		{"rrc=224x160:ratio=0.75-1.333:scale=0.2-1", "rrc=224x160:scale=0.2-1:ratio=0.75-1.333"},
@@ -118,6 +119,13 @@ func TestParseErrors(t *testing.T) {
 		{"shift=-1", "seconds must be a number >= 0"},
 		{"shift=1:wrap", "unknown mode wrap"},
 		{"noise=x", "recipe: noise=x"},
+		// Output sizes are bounded when parsed, not by running out of
+		// memory mid-run.
+		{"resize=99999999", `recipe: resize=99999999: size "99999999": over the limit of 16384 pixels a side`},
+		{"resize=16384x16385:fit", "resize=16384x16385:fit: size \"16384x16385\": over the limit of 16384"},
+		{"crop=99999", "recipe: crop=99999: size \"99999\": over the limit of 16384"},
+		{"crop=224x20000:random", "recipe: crop=224x20000:random: size \"224x20000\": over the limit of 16384"},
+		{"rrc=99999", "recipe: rrc=99999: size \"99999\": over the limit of 16384"},
 	}
 	for _, tt := range tests {
 		_, err := Parse(tt.in)
