@@ -417,6 +417,16 @@ func TestInterruptThenResume(t *testing.T) {
 	sameFiles(t, want, dirFiles(t, dst))
 }
 
+// TestResumeVerifyMissing: --resume keeps a local shard only once its
+// file's checksum matches; one that cannot be found is redone.
+func TestResumeVerifyMissing(t *testing.T) {
+	r := &run{opt: Options{Sink: &cloudsrc.LocalSink{Path: t.TempDir()}}}
+	s := manifest.Shard{ShardInfo: formats.ShardInfo{File: "shard-000000.h5", Count: 3, Bytes: 100, SHA256: "ab"}}
+	if ok, _ := r.verify(s, nil); ok {
+		t.Fatal("a missing shard counts as verified")
+	}
+}
+
 func TestTasksMergeEqualsOneProcess(t *testing.T) {
 	src := t.TempDir()
 	writeImages(t, src, []string{"a", "b"}, 9)

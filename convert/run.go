@@ -444,11 +444,8 @@ func (r *run) verify(s manifest.Shard, f *cloudsrc.FileInfo) (bool, error) {
 	if f != nil {
 		return s.CRC32C != "" && s.CRC32C == fmt.Sprintf("%08x", f.CRC32C) && f.Size == s.Bytes, nil
 	}
-	path := filepath.Join(r.opt.Sink.Dir(), s.File)
-	if _, err := os.Stat(path); err != nil {
-		return true, nil
-	}
-	sum, size, err := FileSHA256(path)
+	// A shard listed but gone by now fails here, and is redone.
+	sum, size, err := FileSHA256(filepath.Join(r.opt.Sink.Dir(), s.File))
 	if err != nil {
 		return false, err
 	}

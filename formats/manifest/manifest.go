@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/prep-dev/prep/formats"
 )
@@ -94,7 +95,33 @@ func Parse(data []byte) (*Manifest, error) {
 	if m.FormatVersion > FormatVersion {
 		return nil, fmt.Errorf("manifest format version %d is newer than this prep reads (%d): upgrade prep", m.FormatVersion, FormatVersion)
 	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
 	return &m, nil
+}
+
+// Validate checks the shard entries that readers open files by, so that
+// every reader refuses the same manifests: a file must be a plain name
+// in the manifest's folder, since "../x" or "/x" would have inspect,
+// bench-read and feed-test open and hash files outside it, and only a
+// shard without samples (every input skipped) may name no file. Parse
+// calls it.
+func (m *Manifest) Validate() error {
+	for i, s := range m.Shards {
+		switch {
+		case s.File == "" && s.Count > 0:
+			return fmt.Errorf("shard entry %d (index %d) holds %d samples but names no file: the manifest is damaged; rerun prep convert", i, s.Index, s.Count)
+		case s.File != "" && !plainName(s.File):
+			return fmt.Errorf("shard entry %d (index %d): file %q is not a plain file name (no /, \\, . or ..) in the manifest's folder: the manifest is damaged; rerun prep convert", i, s.Index, s.File)
+		}
+	}
+	return nil
+}
+
+// plainName reports whether name names a file directly in a folder.
+func plainName(name string) bool {
+	return name != "." && name != ".." && !strings.ContainsAny(name, `/\`) && !filepath.IsAbs(name)
 }
 
 // Read loads dir/manifest.json.

@@ -77,3 +77,37 @@ func TestParseVersionAndOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRefusesShardEntries: readers open shard files by the names a
+// manifest gives, so a name that leaves the folder, or samples with no
+// file, are refused, naming the manifest and the entry.
+func TestParseRefusesShardEntries(t *testing.T) {
+	for _, tc := range []struct {
+		name, shards, err string
+	}{
+		{"plain", `{"index": 0, "file": "shard-000000.h5", "count": 2}`, ""},
+		{"skipped shard", `{"index": 0, "file": "", "count": 0}`, ""},
+		{"no file", `{"index": 0, "count": 0}, {"index": 1, "file": "", "count": 3}`, `shard entry 1 (index 1) holds 3 samples but names no file`},
+		{"parent", `{"index": 0, "file": "../../x", "count": 1}`, `shard entry 0 (index 0): file "../../x" is not a plain file name`},
+		{"dot dot", `{"index": 0, "file": "..", "count": 1}`, `file ".." is not a plain file name`},
+		{"dot", `{"index": 0, "file": ".", "count": 1}`, `file "." is not a plain file name`},
+		{"absolute", `{"index": 0, "file": "/etc/passwd", "count": 1}`, `file "/etc/passwd" is not a plain file name`},
+		{"sub folder", `{"index": 0, "file": "sub/shard.h5", "count": 1}`, `file "sub/shard.h5" is not a plain file name`},
+		{"backslash", `{"index": 0, "file": "..\\x.h5", "count": 1}`, `is not a plain file name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, FileName), []byte(`{"format_version": 1, "shards": [`+tc.shards+`]}`), 0o644)
+			_, err := Read(dir)
+			if tc.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), filepath.Join(dir, FileName)) {
+				t.Fatalf("err = %v, want it to name %s and contain %q", err, filepath.Join(dir, FileName), tc.err)
+			}
+		})
+	}
+}
