@@ -188,7 +188,7 @@ func (o *Opener) OpenURI(ctx context.Context, uri string) (io.ReadCloser, error)
 //
 //	convert.ParseInputList(name, data, func(uri string) (cloudsrc.Source, string, error) {
 //		return opener.Resolve(ctx, base, uri)
-//	})
+//	}, handled)
 func (o *Opener) Resolve(ctx context.Context, base, uri string) (Source, string, error) {
 	switch {
 	case IsRemote(uri):

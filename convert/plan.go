@@ -96,10 +96,15 @@ func IsManifestFile(name string) bool {
 
 // ParseInputList reads a CSV (`path,label` rows, an optional header) or a
 // JSONL file ({"path": ..., "label": ...}, "uri" also accepted). Labels
-// that are all integers are used as they are; otherwise they are class
-// names, numbered in sorted order. open resolves each path to a Source.
-func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.Source, string, error)) (*Listing, error) {
-	type row struct{ uri, label string }
+// that are all integers are used as they are; labels that are all names
+// are class names, numbered in sorted order; a mix is an error. open
+// resolves each path to a Source. Paths whose extension no handler takes
+// are listed in Ignored, as ListSource does.
+func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.Source, string, error), handled func(key string) bool) (*Listing, error) {
+	type row struct {
+		uri, label string
+		line       int
+	}
 	var rows []row
 	switch strings.ToLower(path.Ext(name)) {
 	case ".jsonl":
@@ -129,7 +134,7 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 			if label == "null" {
 				label = ""
 			}
-			rows = append(rows, row{p, label})
+			rows = append(rows, row{p, label, n})
 		}
 		if err := sc.Err(); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -138,11 +143,14 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 		r := csv.NewReader(bytes.NewReader(data))
 		r.FieldsPerRecord = -1
 		r.TrimLeadingSpace = true
-		recs, err := r.ReadAll()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w (rows must be path,label)", name, err)
-		}
-		for i, rec := range recs {
+		for i := 0; ; i++ {
+			rec, err := r.Read()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w (rows must be path,label)", name, err)
+			}
 			if len(rec) == 0 || rec[0] == "" {
 				continue
 			}
@@ -153,25 +161,56 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 			if len(rec) > 1 {
 				label = rec[1]
 			}
-			rows = append(rows, row{rec[0], label})
+			line, _ := r.FieldPos(0)
+			rows = append(rows, row{rec[0], label, line})
 		}
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("%s lists no inputs", name)
 	}
-	numeric, named := true, false
+	l := &Listing{}
+	kept := rows[:0]
 	for _, r := range rows {
+		if !handled(r.uri) {
+			l.Ignored = append(l.Ignored, manifest.Skipped{Key: r.uri, Reason: fmt.Sprintf("unsupported file type %q", ext(r.uri))})
+			continue
+		}
+		kept = append(kept, r)
+	}
+	rows = kept
+	// Reading integer labels as names too would silently renumber them (4
+	// would become the index of "4" among the names), so a mix is refused,
+	// naming the first label of the rarer kind, the likely mistake.
+	var nInt, nName int
+	var firstInt, firstName *row
+	for i := range rows {
+		r := &rows[i]
 		if r.label == "" {
 			continue
 		}
-		named = true
 		if _, err := strconv.ParseInt(r.label, 10, 64); err != nil {
-			numeric = false
+			nName++
+			if firstName == nil {
+				firstName = r
+			}
+			continue
+		}
+		nInt++
+		if firstInt == nil {
+			firstInt = r
 		}
 	}
-	l := &Listing{}
+	numeric := nName == 0
+	if nInt > 0 && nName > 0 {
+		odd, kind, n, others := firstName, "a class name", nInt, "integers"
+		if nInt < nName || (nInt == nName && firstInt.line > firstName.line) {
+			odd, kind, n, others = firstInt, "an integer", nName, "class names"
+		}
+		return nil, fmt.Errorf("%s:%d: label %q is %s, but %d other labels are %s: use all integers (class indices) or all class names",
+			name, odd.line, odd.label, kind, n, others)
+	}
 	index := map[string]int64{}
-	if named && !numeric {
+	if !numeric {
 		set := map[string]bool{}
 		for _, r := range rows {
 			if r.label != "" {

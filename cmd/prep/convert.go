@@ -104,7 +104,7 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.BoolVar(&f.overwrite, "overwrite", false, "replace an earlier run in DST, or write beside other files")
 	fl.BoolVar(&f.strict, "strict", false, "fail on the first bad input instead of skipping it")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the summary as JSON on stdout")
-	fl.Int64Var(&f.maxPixels, "max-pixels", 100_000_000, "refuse images whose header declares more pixels")
+	fl.Int64Var(&f.maxPixels, "max-pixels", imgdec.DefaultMaxPixels, "refuse images whose header declares more pixels")
 	fl.StringVar(&f.decoder, "decoder", "auto", "image decoders: auto, turbo (libjpeg-turbo with DCT scaling, libpng) or go (image/jpeg, image/png)")
 	ioFlags(fl, &f.io, 5*time.Minute)
 	fl.Float64Var(&f.video.FPS, "fps", 0, "video: resample to this frame rate first (0 keeps every decoded frame)")
@@ -302,6 +302,12 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	if f.workers < 0 || f.ioWorkers < 1 {
 		return c, usagef("--workers must be >= 0 and --io-workers >= 1")
 	}
+	// imgdec reads 0 as its default and a negative limit as none: from the
+	// command line either would silently drop the guard against
+	// decompression bombs.
+	if f.maxPixels < 1 {
+		return c, usagef("--max-pixels %d: want a positive number of pixels (default %d)", f.maxPixels, imgdec.DefaultMaxPixels)
+	}
 	if err := checkIO(f.io); err != nil {
 		return c, err
 	}
@@ -468,7 +474,7 @@ func listInputs(ctx context.Context, o *cloudsrc.Opener, src string, handled fun
 		}
 		return convert.ParseInputList(src, data, func(uri string) (cloudsrc.Source, string, error) {
 			return o.Resolve(ctx, base, uri)
-		})
+		}, handled)
 	}
 	s, err := o.OpenSource(ctx, src)
 	if err != nil {

@@ -168,9 +168,78 @@ func TestConvertInspectVerify(t *testing.T) {
 	}
 }
 
+// TestManifestShardNames: every command that opens shards by a manifest's
+// names refuses one that leaves the folder, or that gives samples no file,
+// instead of reading (and verifying) files elsewhere or skipping them.
+func TestManifestShardNames(t *testing.T) {
+	dir, m := convertedShards(t)
+	good, err := os.ReadFile(filepath.Join(dir, manifest.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A file outside the folder with the bytes the manifest records.
+	data, err := os.ReadFile(filepath.Join(dir, m.Shards[0].File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "..", "outside.h5"), data, 0o644)
+	path := filepath.Join(dir, manifest.FileName)
+	for _, tt := range []struct {
+		name string
+		edit func(s []manifest.Shard)
+		want string
+	}{
+		{"outside", func(s []manifest.Shard) { s[0].File = "../outside.h5" }, `shard entry 0 (index 0): file "../outside.h5" is not a plain file name`},
+		{"no file", func(s []manifest.Shard) { s[1].File = "" }, "shard entry 1 (index 1) holds 6 samples but names no file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			bad, err := manifest.Parse(good)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.edit(bad.Shards)
+			b, err := manifest.Marshal(bad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(path, b, 0o644)
+			defer os.WriteFile(path, good, 0o644)
+			for _, args := range [][]string{
+				{"inspect", dir, "--verify"},
+				{"inspect", filepath.Join(dir, m.Shards[2].File), "--verify"},
+				{"bench-read", dir},
+				{"feed-test", dir, "--device", "host"},
+				{"convert", "../../testdata/images", dir, "--recipe", demoRecipe, "--seed", "7", "--copies", "2", "--items-per-shard", "6", "--resume"},
+			} {
+				stdout, stderr, code := prepRun(t, args...)
+				if code != exitFailure || !strings.Contains(stderr, path+": "+tt.want) {
+					t.Errorf("%v: exit %d (want %d), stderr:\n%s\nwant it to contain %q\nstdout:\n%s", args, code, exitFailure, stderr, path+": "+tt.want, stdout)
+				}
+			}
+		})
+	}
+	// A shard whose inputs were all skipped has no file, and is not
+	// counted as verified.
+	empty, err := manifest.Parse(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty.Shards[1].File, empty.Shards[1].Count = "", 0
+	b, err := manifest.Marshal(empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(path, b, 0o644)
+	if out, stderr, code := prepRun(t, "inspect", dir, "--verify"); code != 0 || !strings.Contains(out, "verified 2 shards") {
+		t.Errorf("inspect --verify with a shard of skipped inputs: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
 func TestConvertErrors(t *testing.T) {
 	foreign := t.TempDir()
 	os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("x"), 0o644)
+	mixed := filepath.Join(t.TempDir(), "mixed.csv")
+	os.WriteFile(mixed, []byte("path,label\na.jpg,4\nb.jpg,7\nc.jpg,cat\n"), 0o644)
 	tests := []struct {
 		name string
 		args []string
@@ -187,6 +256,12 @@ func TestConvertErrors(t *testing.T) {
 		{"args", []string{"convert", "only-one"}, exitUsage, "convert takes SRC DST, got 1"},
 		{"strict", []string{"convert", "../../testdata/edge", t.TempDir(), "--strict"}, exitFailure, "--strict"},
 		{"resume and overwrite", []string{"convert", "/nonexistent/photos", t.TempDir(), "--resume", "--overwrite"}, exitUsage, "pass one of them"},
+		{"huge resize", []string{"convert", "../../testdata/images", t.TempDir(), "--recipe", "resize=99999999"}, exitUsage, "resize=99999999: size \"99999999\": over the limit of 16384 pixels a side"},
+		{"huge crop", []string{"convert", "../../testdata/images", t.TempDir(), "--recipe", "resize=256,crop=99999"}, exitUsage, "crop=99999: size \"99999\": over the limit of 16384"},
+		{"huge rrc", []string{"convert", "../../testdata/images", t.TempDir(), "--recipe", "rrc=99999"}, exitUsage, "rrc=99999: size \"99999\": over the limit of 16384"},
+		{"max pixels negative", []string{"convert", "../../testdata/images", t.TempDir(), "--max-pixels", "-1"}, exitUsage, "--max-pixels -1: want a positive number of pixels"},
+		{"max pixels zero", []string{"convert", "../../testdata/images", t.TempDir(), "--max-pixels", "0"}, exitUsage, "--max-pixels 0: want a positive number of pixels"},
+		{"mixed labels", []string{"convert", mixed, t.TempDir()}, exitFailure, mixed + `:4: label "cat" is a class name, but 2 other labels are integers: use all integers (class indices) or all class names`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,6 +305,58 @@ func TestBadInputsListed(t *testing.T) {
 	}
 	if m.Samples == 0 || m.Samples+len(m.Skipped) != m.Items {
 		t.Errorf("samples %d + skipped %d != items %d", m.Samples, len(m.Skipped), m.Items)
+	}
+}
+
+// TestInputListUnsupported: an input list naming files no handler takes
+// (a README, a .gif, a name without extension) lists them as ignored, as
+// a folder scan does, instead of crashing mid-run and leaving a .tmp.
+func TestInputListUnsupported(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"space/rocket.jpg", "everyday/coffee.png"} {
+		data, err := os.ReadFile(filepath.Join("../../testdata/images", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, filepath.Base(name)), data, 0o644)
+	}
+	for _, name := range []string{"README", "anim.gif", "notes.md"} {
+		os.WriteFile(filepath.Join(dir, name), []byte("not an image"), 0o644)
+	}
+	os.WriteFile(filepath.Join(dir, "in.csv"), []byte("path,label\nREADME,0\nrocket.jpg,1\nanim.gif,1\ncoffee.png,0\nnotes.md,2\n"), 0o644)
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"probe", nil},
+		{"items per shard", []string{"--items-per-shard", "1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dst := filepath.Join(t.TempDir(), "out")
+			stdout, stderr, code := prepRun(t, append([]string{"convert", filepath.Join(dir, "in.csv"), dst, "--recipe", "resize=32x32"}, tt.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if !strings.Contains(stdout, "ignored 3 files of unsupported types") {
+				t.Errorf("summary does not count the ignored files:\n%s", stdout)
+			}
+			m, err := manifest.Read(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ignored []string
+			for _, s := range m.Ignored {
+				ignored = append(ignored, s.Key)
+			}
+			if slices.Sort(ignored); !slices.Equal(ignored, []string{"README", "anim.gif", "notes.md"}) || m.Samples != 2 {
+				t.Errorf("ignored %v, samples %d; want README, anim.gif, notes.md and 2 samples", ignored, m.Samples)
+			}
+			for name := range readDir(t, dst) {
+				if formats.IsTemp(name) {
+					t.Errorf("%s left in DST", name)
+				}
+			}
+		})
 	}
 }
 

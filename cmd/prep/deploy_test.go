@@ -429,6 +429,11 @@ func checkConvertFlags(cc *checkedCall) error {
 		errs = append(errs, err)
 		return v
 	}
+	num64 := func(name string) int64 {
+		v, err := fl.GetInt64(name)
+		errs = append(errs, err)
+		return v
+	}
 	float := func(name string) float64 {
 		v, err := fl.GetFloat64(name)
 		errs = append(errs, err)
@@ -440,6 +445,7 @@ func checkConvertFlags(cc *checkedCall) error {
 	f.taskIndex, f.taskCount = num("task-index"), num("task-count")
 	f.video.FPS, f.video.Every, f.video.Clip, f.video.MaxFrames = float("fps"), num("every"), num("clip"), num("max-frames")
 	f.audio.Rate, f.audio.Channels, f.audio.Duration, f.audio.SampleFormat = num("rate"), num("channels"), float("duration"), str("sample-format")
+	f.maxPixels = num64("max-pixels")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("the test reads a convert flag that is gone: %w", err)
 	}
