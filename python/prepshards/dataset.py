@@ -4,7 +4,7 @@ import numpy as np
 
 from . import _torch
 from ._batch import fill, fixed_specs, runs_of
-from .shards import ShardSet
+from .shards import ManifestInfo, ShardSet
 
 
 def _select_fields(ss, fields):
@@ -19,7 +19,7 @@ def _select_fields(ss, fields):
     return names, not single
 
 
-class ShardDataset(_torch.MapBase):
+class ShardDataset(ManifestInfo, _torch.MapBase):
     """Random access to the samples of a prep shard folder.
 
     ``ds[i]`` returns ``(sample, label)``. ``sample`` is a numpy array when
@@ -53,27 +53,6 @@ class ShardDataset(_torch.MapBase):
         self._specs = None
 
     # -- metadata ---------------------------------------------------------------
-
-    @property
-    def manifest(self):
-        """The parsed manifest (``.raw`` is the JSON dict)."""
-        return self._ss.manifest
-
-    @property
-    def classes(self):
-        return self._ss.manifest.classes
-
-    @property
-    def format(self):
-        return self._ss.manifest.format
-
-    @property
-    def order(self):
-        return self._ss.manifest.order
-
-    @property
-    def format_version(self):
-        return self._ss.manifest.format_version
 
     @property
     def shard_set(self):

@@ -442,6 +442,31 @@ class TarShard:
         return decode_wav(self._member(off, members["wav"][1]))[1]
 
 
+class ManifestInfo:
+    """What a reader over a ShardSet (``self._ss``) tells of its manifest."""
+
+    @property
+    def manifest(self):
+        """The parsed manifest (``.raw`` is the JSON dict)."""
+        return self._ss.manifest
+
+    @property
+    def classes(self):
+        return self._ss.manifest.classes
+
+    @property
+    def format(self):
+        return self._ss.manifest.format
+
+    @property
+    def order(self):
+        return self._ss.manifest.order
+
+    @property
+    def format_version(self):
+        return self._ss.manifest.format_version
+
+
 class ShardSet:
     """A manifest, its shards and global sample numbering (shard order, then position)."""
 

@@ -5,7 +5,7 @@ import numpy as np
 from . import _torch
 from .dataset import _select_fields
 from .errors import ShardError
-from .shards import ShardSet
+from .shards import ManifestInfo, ShardSet
 
 _STATE_VERSION = 1
 
@@ -56,7 +56,7 @@ def shuffle_buffer(seq, size, rng):
     return out
 
 
-class ShardStream(_torch.IterBase):
+class ShardStream(ManifestInfo, _torch.IterBase):
     """Iterate over prep shards in a seeded, sharded, resumable order.
 
     Yields ``(sample, label)`` like ShardDataset (``(sample, label, index)``
@@ -106,18 +106,6 @@ class ShardStream(_torch.IterBase):
         self.epoch = 0
         self._start = 0  # samples of this epoch's plan to skip (a resume)
         self._seen = 0  # samples yielded by the current in-process iteration
-
-    @property
-    def manifest(self):
-        return self._ss.manifest
-
-    @property
-    def classes(self):
-        return self._ss.manifest.classes
-
-    @property
-    def order(self):
-        return self._ss.manifest.order
 
     def __len__(self):
         """Samples this rank yields per epoch (all workers together)."""
