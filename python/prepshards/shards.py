@@ -71,13 +71,7 @@ class H5Shard:
         self.where = where
         by_name = {d["name"]: d for d in info["datasets"]}
         self.by_name = by_name
-        skip = {"labels", "keys"}
-        names = [d["name"] for d in info["datasets"]]
-        fields = []
-        for n in names:
-            if n in skip:
-                continue
-            fields.append(n)
+        fields = [n for n in by_name if n not in ("labels", "keys")]
         # Drop the ragged companions of fields that are present.
         comp = set()
         for n in fields:
