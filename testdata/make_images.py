@@ -135,6 +135,10 @@ def make_edge(sk):
 
     # CMYK JPEG (Adobe, inverted) as Photoshop writes them.
     Image.fromarray(gradient(48, 32)).convert("CMYK").save(e("cmyk.jpg"), quality=95)
+    # The same with C sampled 2×2 and M, Y, K 1×1 (subsampling=2 applies to the
+    # first component only): image/jpeg refuses it, libjpeg decodes it.
+    Image.fromarray(gradient(48, 32)).convert("CMYK").save(e("cmyk_420.jpg"), quality=95, subsampling=2)
+    # ycck_420.jpg (Adobe YCCK, Y sampled 2×2) is written by make_ycck.c: PIL cannot write YCCK.
 
     # Broken inputs.
     photo = open(os.path.join(IMAGES, "space", "rocket.jpg"), "rb").read()

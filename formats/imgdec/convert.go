@@ -134,3 +134,21 @@ func nrgbaOf(c color.Color) (r, g, b, a uint8) {
 	n := color.NRGBAModel.Convert(c).(color.NRGBA)
 	return n.R, n.G, n.B, n.A
 }
+
+// cmykToRGBA turns libjpeg's CMYK output, 4 bytes a pixel in place, into
+// opaque RGBA with the conversion image/jpeg's CMYK images get
+// (color.CMYKToRGB), after undoing Adobe's inverted storage.
+func cmykToRGBA(img *image.NRGBA, inverted bool) {
+	var inv uint8
+	if inverted {
+		inv = 0xFF
+	}
+	w, h := img.Rect.Dx(), img.Rect.Dy()
+	for y := 0; y < h; y++ {
+		row := img.Pix[y*img.Stride : y*img.Stride+4*w]
+		for x := 0; x < len(row); x += 4 {
+			r, g, b := color.CMYKToRGB(row[x]^inv, row[x+1]^inv, row[x+2]^inv, row[x+3]^inv)
+			row[x], row[x+1], row[x+2], row[x+3] = r, g, b, 0xFF
+		}
+	}
+}

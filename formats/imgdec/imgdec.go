@@ -126,10 +126,6 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 	switch {
 	case format == "jpeg" && useTurbo:
 		img, info.ScaleNum, info.Warning, err = decodeTurbo(data, cfg, opt.MinSide, opt.ReducingGap)
-		if errors.Is(err, errTurboUnsupported) {
-			img, err = decodeGo(format, data)
-			info.ScaleNum = 8
-		}
 	case format == "png" && useTurbo && pngPlain(data):
 		// libpng is the fast path; image/png, the reference, decides
 		// every file libpng does not take cleanly (its own limits, a
@@ -348,6 +344,10 @@ func decodeGo(format string, data []byte) (*image.NRGBA, error) {
 		m, err = jpeg.Decode(bytes.NewReader(data))
 	} else {
 		m, err = png.Decode(bytes.NewReader(data))
+	}
+	var unsupported jpeg.UnsupportedError
+	if errors.As(err, &unsupported) {
+		return nil, fmt.Errorf("JPEG uses a feature the Go decoder lacks (%s): decode it with libjpeg-turbo (--decoder auto in a cgo build)", string(unsupported))
 	}
 	if err != nil {
 		return nil, corrupt(format, data, err)

@@ -40,6 +40,7 @@ func TestDecodeEdge(t *testing.T) {
 		orientation int
 		format      string
 		err         string // substring; "" for success
+		goErr       string // the Go decoder's error, where it differs
 	}{
 		{file: "rgba16.png", w: 37, h: 23, orientation: 1, format: "png"},
 		{file: "rgb16.png", w: 37, h: 23, orientation: 1, format: "png"},
@@ -51,6 +52,8 @@ func TestDecodeEdge(t *testing.T) {
 		{file: "rgb_trns.png", w: 24, h: 16, orientation: 1, format: "png"},
 		{file: "exif_6.png", w: 20, h: 30, orientation: 6, format: "png"},
 		{file: "cmyk.jpg", w: 48, h: 32, orientation: 1, format: "jpeg"},
+		{file: "cmyk_420.jpg", w: 48, h: 32, orientation: 1, format: "jpeg", goErr: "Go decoder lacks (luma/chroma subsampling ratio): decode it with libjpeg-turbo"},
+		{file: "ycck_420.jpg", w: 48, h: 32, orientation: 1, format: "jpeg", goErr: "Go decoder lacks (luma/chroma subsampling ratio): decode it with libjpeg-turbo"},
 		{file: "exif_1.jpg", w: 64, h: 40, orientation: 1, format: "jpeg"},
 		{file: "exif_2.jpg", w: 64, h: 40, orientation: 2, format: "jpeg"},
 		{file: "exif_3.jpg", w: 64, h: 40, orientation: 3, format: "jpeg"},
@@ -70,9 +73,13 @@ func TestDecodeEdge(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(dec+"/"+tt.file, func(t *testing.T) {
 				img, info, err := Decode(readFile(t, filepath.Join(edgeDir, tt.file)), Options{Decoder: dec})
-				if tt.err != "" {
-					if err == nil || !strings.Contains(err.Error(), tt.err) {
-						t.Fatalf("err = %v, want it to contain %q", err, tt.err)
+				want := tt.err
+				if dec == DecoderGo && tt.goErr != "" {
+					want = tt.goErr
+				}
+				if want != "" {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Fatalf("err = %v, want it to contain %q", err, want)
 					}
 					return
 				}
@@ -177,7 +184,7 @@ func TestPixelsMatchPillow(t *testing.T) {
 	// a wrong rotation or colour conversion gives tens of levels.
 	lossless := []string{"rgba16.png", "rgb16.png", "grey16.png", "palette.png", "palette_trns.png",
 		"grey.png", "grey_alpha.png", "rgb_trns.png", "exif_6.png"}
-	lossy := []string{"cmyk.jpg", "exif_1.jpg", "exif_2.jpg", "exif_3.jpg", "exif_4.jpg",
+	lossy := []string{"cmyk.jpg", "cmyk_420.jpg", "ycck_420.jpg", "exif_1.jpg", "exif_2.jpg", "exif_3.jpg", "exif_4.jpg",
 		"exif_5.jpg", "exif_6.jpg", "exif_7.jpg", "exif_8.jpg"}
 	var files []string
 	for _, f := range append(lossless, lossy...) {
@@ -190,6 +197,9 @@ func TestPixelsMatchPillow(t *testing.T) {
 	for _, dec := range decoders() {
 		for _, path := range files {
 			t.Run(dec+"/"+strings.TrimPrefix(path, "../../testdata/"), func(t *testing.T) {
+				if dec == DecoderGo && strings.Contains(path, "_420.jpg") {
+					return // the Go decoder refuses these (TestDecodeEdge)
+				}
 				got, _, err := Decode(readFile(t, path), Options{Decoder: dec})
 				if err != nil {
 					t.Fatal(err)

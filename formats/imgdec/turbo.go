@@ -12,7 +12,7 @@ package imgdec
 #include <jpeglib.h>
 #include <jerror.h>
 
-enum { prep_ok = 0, prep_fail = 1, prep_unsupported = 2, prep_truncated = 3 };
+enum { prep_ok = 0, prep_fail = 1, prep_truncated = 3, prep_cmyk = 4, prep_cmyk_inverted = 5 };
 
 struct prep_err {
 	struct jpeg_error_mgr pub;
@@ -70,11 +70,16 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num,
 	jpeg_create_decompress(&d);
 	jpeg_mem_src(&d, data, size);
 	jpeg_read_header(&d, TRUE);
+	// libjpeg has no CMYK → RGB conversion: CMYK and YCCK come out as CMYK
+	// (4 bytes a pixel, like RGBA), which the caller converts. Adobe's
+	// files store ink inverted (255 = none), as Pillow's "CMYK;I" assumes.
+	int ok = prep_ok;
 	if (d.jpeg_color_space == JCS_CMYK || d.jpeg_color_space == JCS_YCCK) {
-		jpeg_destroy_decompress(&d);
-		return prep_unsupported;
+		d.out_color_space = JCS_CMYK;
+		ok = d.saw_Adobe_marker ? prep_cmyk_inverted : prep_cmyk;
+	} else {
+		d.out_color_space = JCS_EXT_RGBA;
 	}
-	d.out_color_space = JCS_EXT_RGBA;
 	d.scale_num = num;
 	d.scale_denom = 8;
 	d.dct_method = JDCT_ISLOW; // exact and deterministic; Pillow's default too
@@ -95,13 +100,12 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num,
 	}
 	jpeg_finish_decompress(&d);
 	jpeg_destroy_decompress(&d);
-	return prep_ok;
+	return ok;
 }
 */
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"image"
 	"sync"
@@ -109,10 +113,6 @@ import (
 )
 
 const turboBuiltIn = true
-
-// errTurboUnsupported sends CMYK and YCCK JPEGs, which libjpeg cannot turn
-// into RGB, to the Go decoder.
-var errTurboUnsupported = errors.New("libjpeg-turbo cannot convert this colour space to RGB")
 
 // scaleFor picks the DCT scale M/8 for a w×h JPEG that is to be resized to
 // a shorter side of minSide: the smallest M (least to decode and to
@@ -180,14 +180,14 @@ func decodeTurboAt(data []byte, cfg image.Config, num int) (*image.NRGBA, int, s
 		(*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(w), C.int(h),
 		&msg[0], &warn[0], C.int(len(msg)))
 	switch rc {
-	case C.prep_ok:
+	case C.prep_ok, C.prep_cmyk, C.prep_cmyk_inverted:
+		if rc != C.prep_ok {
+			cmykToRGBA(img, rc == C.prep_cmyk_inverted)
+		}
 		if warn[0] == 0 {
 			return img, num, "", nil
 		}
 		return img, num, C.GoString(&warn[0]), nil
-	case C.prep_unsupported:
-		Release(img)
-		return nil, 8, "", errTurboUnsupported
 	case C.prep_truncated:
 		Release(img)
 		return nil, 8, "", fmt.Errorf("truncated JPEG: the file ends after %d bytes without its end marker (libjpeg-turbo: %s)", len(data), C.GoString(&msg[0]))
