@@ -65,16 +65,27 @@ func convertMedia(t *testing.T, dir, class string, h Handler, format formats.Sha
 }
 
 // TestVideoToHDF5 converts the test videos to one HDF5 shard of frames:
-// the corrupt one is skipped with ffmpeg's reason, the others' frames are
-// stored in key order, pixel for pixel as ffmpeg decodes them.
+// the corrupt and cut-off ones are skipped with ffmpeg's reason, the
+// others' frames are stored in key order, pixel for pixel as ffmpeg
+// decodes them.
 func TestVideoToHDF5(t *testing.T) {
 	m, dst := convertMedia(t, "video", "clips", NewVideoHandler(VideoOptions{Every: 10}, nil), hdf5.Format{})
 	// avi 20 frames, mkv 30, mp4 50, webm 36: every 10th.
 	if m.Samples != 2+3+5+4 || len(m.Shards) != 1 {
 		t.Fatalf("%d samples in %d shards, want 14 in 1", m.Samples, len(m.Shards))
 	}
-	if len(m.Skipped) != 1 || m.Skipped[0].Key != "clips/corrupt.mp4" || !strings.Contains(m.Skipped[0].Reason, "moov atom not found") {
-		t.Errorf("skipped %+v, want clips/corrupt.mp4 with ffmpeg's reason", m.Skipped)
+	// The files cut off midway decode in part, and ffmpeg exits 0: they are
+	// skipped, not kept short.
+	wantSkipped := map[string]string{"clips/corrupt.mp4": "moov atom not found",
+		"clips/truncated.mkv": "video cut off or damaged: 3 frames decoded",
+		"clips/truncated.mp4": "video cut off or damaged: 2 frames decoded"}
+	if len(m.Skipped) != len(wantSkipped) {
+		t.Errorf("skipped %+v, want %d files", m.Skipped, len(wantSkipped))
+	}
+	for _, s := range m.Skipped {
+		if want, ok := wantSkipped[s.Key]; !ok || !strings.Contains(s.Reason, want) {
+			t.Errorf("skipped %s: %q, want %q", s.Key, s.Reason, want)
+		}
 	}
 	data := make([]byte, 14*48*64*3)
 	if err := hdf5.ReadDataset(filepath.Join(dst, m.Shards[0].File), "data", data); err != nil {

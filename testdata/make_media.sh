@@ -23,6 +23,15 @@ ff -f lavfi -i testsrc2=size=64x48:rate=10:duration=2 $common \
 # is gone, so ffmpeg cannot open it.
 size=$(wc -c < "$v/testsrc.mp4")
 head -c $((size * 6 / 10)) "$v/testsrc.mp4" > "$v/corrupt.mp4"
+# truncated.mp4 and truncated.mkv are cut off with their index intact (the
+# moov atom moved to the front; Matroska needs none): ffmpeg decodes the
+# frames before the cut, logs the damage and exits 0.
+ff -i "$v/testsrc.mp4" -c copy $common -movflags +faststart /tmp/prep-faststart.mp4
+size=$(wc -c < /tmp/prep-faststart.mp4)
+head -c $((size * 8 / 10)) /tmp/prep-faststart.mp4 > "$v/truncated.mp4"
+rm /tmp/prep-faststart.mp4
+size=$(wc -c < "$v/testsrc.mkv")
+head -c $((size * 7 / 10)) "$v/testsrc.mkv" > "$v/truncated.mkv"
 
 # Audio: a 440 Hz sine, 1 s, at assorted rates and channel counts.
 sine="sine=frequency=440:duration=1"

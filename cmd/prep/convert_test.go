@@ -240,6 +240,10 @@ func TestConvertErrors(t *testing.T) {
 	os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("x"), 0o644)
 	mixed := filepath.Join(t.TempDir(), "mixed.csv")
 	os.WriteFile(mixed, []byte("path,label\na.jpg,4\nb.jpg,7\nc.jpg,cat\n"), 0o644)
+	cutVideo := t.TempDir()
+	if data, err := os.ReadFile("../../testdata/video/truncated.mkv"); err != nil || os.WriteFile(filepath.Join(cutVideo, "cut.mkv"), data, 0o644) != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -255,6 +259,7 @@ func TestConvertErrors(t *testing.T) {
 		{"foreign files", []string{"convert", "../../testdata/images", foreign}, exitFailure, "notes.txt"},
 		{"args", []string{"convert", "only-one"}, exitUsage, "convert takes SRC DST, got 1"},
 		{"strict", []string{"convert", "../../testdata/edge", t.TempDir(), "--strict"}, exitFailure, "--strict"},
+		{"strict cut video", []string{"convert", cutVideo, t.TempDir(), "--strict"}, exitFailure, "cut.mkv: ffmpeg: video cut off or damaged: 23 frames decoded"},
 		{"resume and overwrite", []string{"convert", "/nonexistent/photos", t.TempDir(), "--resume", "--overwrite"}, exitUsage, "pass one of them"},
 		{"huge resize", []string{"convert", "../../testdata/images", t.TempDir(), "--recipe", "resize=99999999"}, exitUsage, "resize=99999999: size \"99999999\": over the limit of 16384 pixels a side"},
 		{"huge crop", []string{"convert", "../../testdata/images", t.TempDir(), "--recipe", "resize=256,crop=99999"}, exitUsage, "crop=99999: size \"99999\": over the limit of 16384"},

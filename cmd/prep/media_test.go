@@ -106,7 +106,7 @@ func TestHDF5AndPNGAgree(t *testing.T) {
 	}{
 		{"images", "../../testdata/images", []string{"--recipe", "resize=96,crop=64:random,hflip=0.5,jitter=0.4/0.4/0.4/0.1", "--copies", "2"}, 16, 0},
 		// avi 20 frames, mkv 30, mp4 50, webm 36, every 2nd, clips of 4:
-		// 2+3+6+4 clips; corrupt.mp4 is skipped by both.
+		// 2+3+6+4 clips; corrupt.mp4 and the truncated ones are skipped by both.
 		{"video clips", "../../testdata/video", []string{"--recipe", "crop=40:random,hflip=0.5", "--every", "2", "--clip", "4"}, 15, 4},
 	}
 	for _, tt := range tests {
@@ -238,7 +238,9 @@ func TestMediaKindsCLI(t *testing.T) {
 		dataset string            // the manifest's first dataset, as name:dtype:shape
 	}{
 		{"video", "../../testdata/video", []string{"--every", "10"}, "hdf5", 14,
-			map[string]string{"corrupt.mp4": "ffmpeg: [mov,mp4"}, "data:uint8:[14 48 64 3]"},
+			map[string]string{"corrupt.mp4": "ffmpeg: [mov,mp4",
+				"truncated.mkv": "ffmpeg: video cut off or damaged: 3 frames decoded, then ffmpeg reported: [matroska,webm] File ended prematurely",
+				"truncated.mp4": "ffmpeg: video cut off or damaged: 2 frames decoded"}, "data:uint8:[14 48 64 3]"},
 		{"audio", "../../testdata/audio", nil, "wav", 6,
 			map[string]string{"truncated.wav": "ffmpeg: [wav] no 'data' tag found"}, ""},
 		{"audio as hdf5", "../../testdata/audio", []string{"--format", "hdf5", "--duration", "1"}, "hdf5", 6,

@@ -230,6 +230,45 @@ func TestFramesErrors(t *testing.T) {
 	}
 }
 
+// TestFramesTruncated: a video cut off with its index intact decodes in
+// part and ffmpeg exits 0; Frames must still report it, with the count of
+// frames it got, unless MaxFrames stopped the run before the damage.
+func TestFramesTruncated(t *testing.T) {
+	tests := []struct {
+		file   string
+		opt    FrameOptions
+		frames int    // delivered to the callback
+		want   string // in the reason; "" for no error
+	}{
+		{"truncated.mp4", FrameOptions{}, 17, "video cut off or damaged: 17 frames decoded, then ffmpeg reported: [mov,mp4,m4a,3gp,3g2,mj2] stream 0, offset 0xe9e: partial file"},
+		{"truncated.mkv", FrameOptions{}, 23, "video cut off or damaged: 23 frames decoded, then ffmpeg reported: [matroska,webm] File ended prematurely"},
+		{"truncated.mkv", FrameOptions{Every: 5}, 5, "video cut off or damaged: 5 frames decoded"},
+		{"truncated.mkv", FrameOptions{MaxFrames: 10}, 10, ""},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%+v", tt.file, tt.opt), func(t *testing.T) {
+			calls := 0
+			_, _, err := Frames(context.Background(), filepath.Join(videoDir, tt.file), tt.opt, func(Frame) error { calls++; return nil })
+			if calls != tt.frames {
+				t.Errorf("%d frames delivered, want %d", calls, tt.frames)
+			}
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("error %v, want none: the run stopped before the damage", err)
+				}
+				return
+			}
+			var fe *Error
+			if !errors.As(err, &fe) || !errors.Is(err, ErrIncomplete) {
+				t.Fatalf("error %v (%T), want an *Error marked ErrIncomplete", err, err)
+			}
+			if !strings.Contains(fe.Reason, tt.want) || strings.Contains(fe.Reason, "\n") || strings.Contains(fe.Reason, " @ 0x") {
+				t.Errorf("reason %q, want one line with %q and no pointers", fe.Reason, tt.want)
+			}
+		})
+	}
+}
+
 func TestNoFFmpeg(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	ctx := context.Background()

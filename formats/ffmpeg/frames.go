@@ -2,6 +2,7 @@ package ffmpeg
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -95,9 +96,20 @@ func frames(ctx context.Context, path string, opt FrameOptions, fn func(Frame) e
 			r = "no video frames decoded"
 		}
 		return 0, 0, &Error{Path: path, Reason: r}
+	case len(bytes.TrimSpace(stderr.b)) > 0 && !(opt.MaxFrames > 0 && n == opt.MaxFrames):
+		// ffmpeg runs at -v error and exits 0 on a file cut off or damaged
+		// midway, having decoded what came before: its log is the only sign
+		// that frames are missing. (A run stopped at MaxFrames may not have
+		// reached the damage; what it delivered is whole.)
+		return fr.w, fr.h, &Error{Path: path, Err: ErrIncomplete,
+			Reason: fmt.Sprintf("video cut off or damaged: %d frames decoded, then ffmpeg reported: %s", n, reason(stderr.b, path))}
 	}
 	return fr.w, fr.h, nil
 }
+
+// ErrIncomplete marks a video that ffmpeg decoded only in part: it exited
+// 0 but logged errors (a file cut off, damaged packets).
+var ErrIncomplete = errors.New("incomplete decode")
 
 // frameArgs is ffmpeg's command line for Frames.
 func frameArgs(path string, opt FrameOptions, legacy bool) []string {
