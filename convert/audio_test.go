@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -125,9 +126,18 @@ func TestAudioHandlerErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	in := mediaInput(t, "audio/truncated.wav", 0, false)
 	_, err := NewAudioHandler(AudioOptions{}, nil).Samples(ctx, in, 0, rng)
-	want := "ffmpeg: [wav] no 'data' tag found; Invalid data found when processing input"
+	want := "damaged WAV: its header ends before the audio data; re-encode or remove the file (ffmpeg: [wav] no 'data' tag found; Invalid data found when processing input)"
 	if err == nil || err.Error() != want || IsFatal(err) {
 		t.Errorf("error %v, want %q, not fatal", err, want)
+	}
+	// ffmpeg's words for an empty file vary by format: prep says it.
+	empty := filepath.Join(t.TempDir(), "empty.mp3")
+	os.WriteFile(empty, nil, 0o644)
+	for _, in := range []*Input{{Key: "empty.mp3", Path: empty}, {Key: "empty.mp3", Data: []byte{}}} {
+		_, err = NewAudioHandler(AudioOptions{}, nil).Samples(ctx, in, 0, rng)
+		if err == nil || err.Error() != "empty file (0 bytes)" || IsFatal(err) {
+			t.Errorf("path %q: error %v, want \"empty file (0 bytes)\", not fatal", in.Path, err)
+		}
 	}
 	_, err = NewAudioHandler(AudioOptions{SampleFormat: "u8"}, nil).Samples(ctx, in, 0, rng)
 	if !IsFatal(err) || !strings.Contains(err.Error(), "use s16 or f32") {

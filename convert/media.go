@@ -15,7 +15,13 @@ import (
 // it can seek in: an mp4's index is often at its end), removed afterwards.
 func withLocalFile(in *Input, fn func(path string) error) error {
 	if in.Path != "" {
+		if fi, err := os.Stat(in.Path); err == nil && fi.Size() == 0 {
+			return errEmpty
+		}
 		return fn(in.Path)
+	}
+	if len(in.Data) == 0 {
+		return errEmpty
 	}
 	f, err := os.CreateTemp("", "prep-media-*"+ext(in.Key))
 	if err != nil {
@@ -31,6 +37,10 @@ func withLocalFile(in *Input, fn func(path string) error) error {
 	}
 	return fn(f.Name())
 }
+
+// errEmpty is a media input of 0 bytes, said as images say it (ffmpeg's
+// words for it vary by format and name no cause).
+var errEmpty = errors.New("empty file (0 bytes)")
 
 // mediaError drops the file's name from an error of ffmpeg: the pipeline
 // records a skipped input under its key already, and a temporary copy's

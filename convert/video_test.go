@@ -212,7 +212,7 @@ func TestVideoHandlerErrors(t *testing.T) {
 	for _, local := range []bool{true, false} {
 		in := mediaInput(t, "video/corrupt.mp4", 0, local)
 		_, err := NewVideoHandler(VideoOptions{}, nil).Samples(ctx, in, 0, rng)
-		want := "ffmpeg: [mov,mp4,m4a,3gp,3g2,mj2] moov atom not found; Invalid data found when processing input"
+		want := "cut off: the MP4/MOV index (moov atom) is missing; copy or download the file again (ffmpeg: [mov,mp4,m4a,3gp,3g2,mj2] moov atom not found; Invalid data found when processing input)"
 		if err == nil || err.Error() != want || IsFatal(err) {
 			t.Errorf("local %v: error %v (fatal %v), want %q, not fatal", local, err, IsFatal(err), want)
 		}

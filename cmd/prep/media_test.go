@@ -238,13 +238,13 @@ func TestMediaKindsCLI(t *testing.T) {
 		dataset string            // the manifest's first dataset, as name:dtype:shape
 	}{
 		{"video", "../../testdata/video", []string{"--every", "10"}, "hdf5", 14,
-			map[string]string{"corrupt.mp4": "ffmpeg: [mov,mp4",
+			map[string]string{"corrupt.mp4": "cut off: the MP4/MOV index (moov atom) is missing; copy or download the file again (ffmpeg: [mov,mp4",
 				"truncated.mkv": "ffmpeg: video cut off or damaged: 3 frames decoded, then ffmpeg reported: [matroska,webm] File ended prematurely",
 				"truncated.mp4": "ffmpeg: video cut off or damaged: 2 frames decoded"}, "data:uint8:[14 48 64 3]"},
 		{"audio", "../../testdata/audio", nil, "wav", 6,
-			map[string]string{"truncated.wav": "ffmpeg: [wav] no 'data' tag found"}, ""},
+			map[string]string{"truncated.wav": "damaged WAV: its header ends before the audio data; re-encode or remove the file (ffmpeg: [wav] no 'data' tag found"}, ""},
 		{"audio as hdf5", "../../testdata/audio", []string{"--format", "hdf5", "--duration", "1"}, "hdf5", 6,
-			map[string]string{"truncated.wav": "ffmpeg: "}, "data:int16:[6 16000]"},
+			map[string]string{"truncated.wav": "damaged WAV"}, "data:int16:[6 16000]"},
 		// Every dtype and rank: a shard per file, as dtypes differ.
 		{"npy", "../../testdata/npy/ok", []string{"--items-per-shard", "1"}, "hdf5", 42, nil, ""},
 		{"bad npy", badNPY(t), nil, "hdf5", 1, map[string]string{

@@ -42,10 +42,34 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Path == "" {
-		return "ffmpeg: " + e.Reason
+	where := "ffmpeg"
+	if e.Path != "" {
+		where += " " + e.Path
 	}
-	return fmt.Sprintf("ffmpeg %s: %s", e.Path, e.Reason)
+	if h := hint(e.Reason); h != "" {
+		return fmt.Sprintf("%s (%s: %s)", h, where, e.Reason)
+	}
+	return where + ": " + e.Reason
+}
+
+// hints put ffmpeg's most common complaints about a file in plain words:
+// what is wrong with it, and so what to do.
+var hints = []struct{ marker, hint string }{
+	{"moov atom not found", "cut off: the MP4/MOV index (moov atom) is missing; copy or download the file again"},
+	{"Decoder (codec none) not found", "damaged header: it names no codec ffmpeg can decode; re-encode or remove the file"},
+	{"Not yet implemented in FFmpeg", "damaged header, or an encoding ffmpeg does not decode; re-encode or remove the file"},
+	{"no 'data' tag found", "damaged WAV: its header ends before the audio data; re-encode or remove the file"},
+	{"Invalid data found when processing input", "not a media file ffmpeg can read, or its header is damaged; check it with ffprobe"},
+}
+
+// hint is the plain-words hint for an ffmpeg reason, or "".
+func hint(reason string) string {
+	for _, h := range hints {
+		if strings.Contains(reason, h.marker) {
+			return h.hint
+		}
+	}
+	return ""
 }
 func (e *Error) Unwrap() error { return e.Err }
 
