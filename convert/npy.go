@@ -16,6 +16,9 @@ type NPYOptions struct {
 	// SplitAxis is -1 to make each file one sample, or 0 to make each row
 	// along axis 0 a sample (a file of N examples stacked in one array).
 	SplitAxis int
+	// MaxSampleBytes bounds what an .npz's compressed members may inflate
+	// to (0: no bound); an .npy is read whole, so its size is the file's.
+	MaxSampleBytes int64
 }
 
 // NewNPYHandler reads .npy files (one field, "data") and .npz archives
@@ -35,7 +38,7 @@ func NewNPYHandler(opt NPYOptions) Handler {
 		if ext(in.Key) == ".npz" {
 			// The pipeline records a skipped input under its key, so
 			// errors here do not repeat it.
-			fs, err := npy.ParseNPZ(in.Data)
+			fs, err := npy.ParseNPZ(in.Data, opt.MaxSampleBytes)
 			if err != nil {
 				return nil, err
 			}

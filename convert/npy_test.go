@@ -67,7 +67,7 @@ func TestNPYHandlerWholeFile(t *testing.T) {
 func TestNPYHandlerSplit(t *testing.T) {
 	h := NewNPYHandler(NPYOptions{SplitAxis: 0})
 	in := readNPYInput(t, "ok/arrays_stored.npz", 1)
-	whole, err := npy.ParseNPZ(in.Data)
+	whole, err := npy.ParseNPZ(in.Data, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

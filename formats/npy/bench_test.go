@@ -77,7 +77,7 @@ func BenchmarkParseNPZ(b *testing.B) {
 			data := benchNPZ(b, c.method)
 			b.SetBytes(2048 * 2048 * 4)
 			for b.Loop() {
-				if _, err := ParseNPZ(data); err != nil {
+				if _, err := ParseNPZ(data, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,7 +80,7 @@ func TestNumpyFiles(t *testing.T) {
 			}
 			orig := bytes.Clone(data)
 			if strings.HasSuffix(name, ".npz") {
-				fields, err := ParseNPZ(data)
+				fields, err := ParseNPZ(data, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -232,7 +233,7 @@ func TestZeroCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fields, err := ParseNPZ(z)
+	fields, err := ParseNPZ(z, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,12 +306,55 @@ func TestNPZRefused(t *testing.T) {
 		{"truncated", deflated[:len(deflated)/2], "not an .npz (zip) archive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseNPZ(tc.data)
+			_, err := ParseNPZ(tc.data, 0)
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("error %v, want one containing %q", err, tc.err)
 			}
 		})
 	}
+}
+
+// TestParseNPZInflateLimit: deflated members that claim more than the
+// limit are refused before anything is inflated; stored members, slices
+// of the file, do not count.
+func TestParseNPZInflateLimit(t *testing.T) {
+	zeros := npyOf(t, 8<<20) // 8 MiB of zeros deflate to about 8 KiB
+	deflated := zipOf(t, map[string][]byte{"x.npy": zeros}, zip.Deflate)
+	stored := zipOf(t, map[string][]byte{"x.npy": zeros}, zip.Store)
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		limit int64
+		err   string
+	}{
+		{"no limit", deflated, 0, ""},
+		{"under", deflated, 9 << 20, ""},
+		{"over", deflated, 4 << 20, "its compressed members inflate to 8.0 MiB from a 0.0 MiB file, over the limit of 4.0 MiB a sample (--max-sample-bytes"},
+		{"stored", stored, 4 << 20, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fields, err := ParseNPZ(tc.data, tc.limit)
+			if tc.err == "" {
+				if err != nil || len(fields) != 1 || len(fields[0].Data) != 8<<20 {
+					t.Fatalf("error %v, %d fields; want x of 8 MiB", err, len(fields))
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("error %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// npyOf is an .npy file of n zero bytes (uint8, 1-d).
+func npyOf(t *testing.T, n int) []byte {
+	t.Helper()
+	header := fmt.Sprintf("{'descr': '|u1', 'fortran_order': False, 'shape': (%d,), }", n)
+	header += strings.Repeat(" ", 64-(10+len(header)+1)%64) + "\n"
+	out := append([]byte("\x93NUMPY\x01\x00"), byte(len(header)), byte(len(header)>>8))
+	out = append(out, header...)
+	return append(out, make([]byte, n)...)
 }
 
 // seeds adds every testdata file matching pattern to the fuzz corpus.
@@ -346,7 +390,7 @@ func FuzzParse(f *testing.F) {
 func FuzzParseNPZ(f *testing.F) {
 	seeds(f, "*.npz")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fields, err := ParseNPZ(data)
+		fields, err := ParseNPZ(data, 64<<20)
 		if err != nil {
 			return
 		}

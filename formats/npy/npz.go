@@ -24,10 +24,17 @@ const maxDeflateRatio = 1032
 // kept in the zip's order, so the output never depends on how the
 // archive was written. Stored members that need no conversion share
 // memory with data.
-func ParseNPZ(data []byte) ([]formats.Field, error) {
+//
+// maxInflate, when above 0, bounds the bytes the deflated members may
+// inflate to together: a small archive can claim gigabytes (1032:1 is
+// deflate's ratio), and the claim is refused before anything is allocated.
+func ParseNPZ(data []byte, maxInflate int64) ([]formats.Field, error) {
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, fmt.Errorf("not an .npz (zip) archive: %w", err)
+	}
+	if err := checkInflate(zr.File, len(data), maxInflate); err != nil {
+		return nil, err
 	}
 	fields := make([]formats.Field, 0, len(zr.File))
 	seen := map[string]bool{}
@@ -58,6 +65,26 @@ func ParseNPZ(data []byte) ([]formats.Field, error) {
 	}
 	sort.Slice(fields, func(i, j int) bool { return fields[i].Name < fields[j].Name })
 	return fields, nil
+}
+
+// checkInflate refuses an archive whose deflated members claim more than
+// limit bytes in all. (member checks each claim against the data read.)
+func checkInflate(files []*zip.File, size int, limit int64) error {
+	if limit <= 0 {
+		return nil
+	}
+	var total uint64
+	for _, f := range files {
+		if f.Method != zip.Store {
+			total += f.UncompressedSize64
+		}
+	}
+	if total > uint64(limit) {
+		mib := func(n float64) string { return fmt.Sprintf("%.1f MiB", n/(1<<20)) }
+		return fmt.Errorf("its compressed members inflate to %s from a %s file, over the limit of %s a sample (--max-sample-bytes: raise it if the file is genuine)",
+			mib(float64(total)), mib(float64(size)), mib(float64(limit)))
+	}
+	return nil
 }
 
 // member returns the uncompressed bytes of one zip entry. Stored entries
