@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"unsafe"
 
 	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/ffmpeg"
@@ -75,20 +76,26 @@ func pcmShape(samples, channels int) []int {
 	return []int{samples / channels, channels}
 }
 
-// f32Tensor stores interleaved pcm as a float32 tensor of pcmShape.
+// f32Tensor stores pcm as little-endian float32 in pcm's own memory (on a
+// little-endian CPU, where the bytes already are): a long file's samples
+// are not held twice.
 func f32Tensor(pcm []float32, channels int) formats.Tensor {
-	b := make([]byte, 4*len(pcm))
-	for i, v := range pcm {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	b := pcmBytes(pcm)
+	if !littleEndian {
+		for i, v := range pcm {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
 	}
 	return formats.Tensor{DType: formats.Float32, Shape: pcmShape(len(pcm), channels), Data: b}
 }
 
-// s16Tensor stores interleaved pcm as an int16 tensor of pcmShape: x×32768
-// rounded to nearest (ties to even) and clipped, as ffmpeg converts
-// float to 16-bit samples, so 16-bit sources come back bit-exact.
+// s16Tensor converts pcm to little-endian int16 in place, into the first
+// half of pcm's memory: sample i's two bytes land at 2i, below the
+// samples not yet read. Values round half to even and clip to the int16
+// range (NaN becomes 0), as ffmpeg converts float to 16-bit samples, so
+// 16-bit sources come back bit-exact.
 func s16Tensor(pcm []float32, channels int) formats.Tensor {
-	b := make([]byte, 2*len(pcm))
+	b := pcmBytes(pcm)
 	for i, v := range pcm {
 		s := math.RoundToEven(float64(v) * 32768)
 		switch {
@@ -101,5 +108,19 @@ func s16Tensor(pcm []float32, channels int) formats.Tensor {
 		}
 		binary.LittleEndian.PutUint16(b[2*i:], uint16(int16(s)))
 	}
-	return formats.Tensor{DType: formats.Int16, Shape: pcmShape(len(pcm), channels), Data: b}
+	return formats.Tensor{DType: formats.Int16, Shape: pcmShape(len(pcm), channels), Data: b[: 2*len(pcm) : 2*len(pcm)]}
 }
+
+// pcmBytes is pcm's memory as bytes.
+func pcmBytes(pcm []float32) []byte {
+	if len(pcm) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(pcm))), 4*len(pcm))
+}
+
+// littleEndian reports the CPU's byte order.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()

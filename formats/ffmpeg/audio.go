@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -83,6 +84,9 @@ func audioArgs(path string, opt AudioOptions) []string {
 		"-f", "f32le", "-")
 }
 
+// audioChunk is the samples in one chunk of a stream of unknown length.
+const audioChunk = 1 << 20
+
 // readPCM reads ffmpeg's little-endian float32 stream to its end. With a
 // duration it fills exactly Rate×Duration frames, leaving zeros (silence)
 // where the stream ends early and dropping what it has beyond. n is the
@@ -93,6 +97,10 @@ func readPCM(r io.Reader, opt AudioOptions) (pcm []float32, n int, err error) {
 		want = int(math.Round(float64(opt.Rate)*opt.Duration)) * opt.Channels
 		pcm = make([]float32, want)
 	}
+	// Without a duration the length is unknown: samples go into chunks,
+	// joined once at the end, so the peak is twice the samples where
+	// growing one slice by append reached three times.
+	var chunks [][]float32
 	var buf [32 << 10]byte
 	have := 0 // bytes in buf
 	for {
@@ -103,6 +111,10 @@ func readPCM(r io.Reader, opt AudioOptions) (pcm []float32, n int, err error) {
 			v := math.Float32frombits(binary.LittleEndian.Uint32(buf[i:]))
 			switch {
 			case want < 0:
+				if len(pcm) == cap(pcm) {
+					chunks = append(chunks, pcm)
+					pcm = make([]float32, 0, audioChunk)
+				}
 				pcm = append(pcm, v)
 			case n < want:
 				pcm[n] = v
@@ -113,6 +125,9 @@ func readPCM(r io.Reader, opt AudioOptions) (pcm []float32, n int, err error) {
 		if err == io.EOF {
 			if have != 0 {
 				return nil, n, fmt.Errorf("audio stream ends inside a sample (%d stray bytes)", have)
+			}
+			if len(chunks) > 0 {
+				pcm = slices.Concat(append(chunks, pcm)...)
 			}
 			return pcm, n, nil
 		}
