@@ -55,6 +55,18 @@ type SummedPublisher interface {
 	PublishSummed(ctx context.Context, name string, crc uint32, size int64) error
 }
 
+// Creator is implemented by Sinks that can publish a file only where no
+// file of that name exists yet, atomically: of processes racing to create
+// the same name, exactly one succeeds. The tasks of a distributed run use
+// it to write the merged manifest once.
+type Creator interface {
+	// PublishNew publishes Dir()/tmp at the destination as name, and
+	// returns when it is there. When name already exists it changes
+	// nothing and returns an error matching fs.ErrExist. Dir()/tmp is
+	// removed in either case.
+	PublishNew(ctx context.Context, tmp, name string) error
+}
+
 // FileInfo is one file at a destination, as a remote Sink lists it.
 type FileInfo struct {
 	Name   string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path"
@@ -123,7 +124,7 @@ func (s *GCSSink) publish(ctx context.Context, name string, sum *fileSum) error 
 		if prev != nil {
 			<-prev
 		}
-		err := s.upload(staged, name, sum)
+		err := s.upload(staged, name, sum, nil)
 		if err == nil {
 			err = os.Remove(staged)
 		}
@@ -168,7 +169,9 @@ func (s *GCSSink) Close() error {
 // This loop starts the whole upload over, also up to Attempts times, only
 // for what the library cannot retry: bytes that arrived changed, or an
 // attempt that stalled (no answer and no bytes accepted for Opener.Timeout).
-func (s *GCSSink) upload(local, name string, sum *fileSum) error {
+// cond, when set, makes each attempt conditional (a precondition that
+// fails answers 412, which is not retried).
+func (s *GCSSink) upload(local, name string, sum *fileSum, cond *storage.Conditions) error {
 	uri := s.objectURI(name)
 	if sum == nil {
 		crc, size, err := fileCRC32C(local)
@@ -179,7 +182,7 @@ func (s *GCSSink) upload(local, name string, sum *fileSum) error {
 	}
 	bo := s.g.o.backoff()
 	for tries := 1; ; tries++ {
-		err := s.uploadOnce(local, name, sum.crc, sum.size)
+		err := s.uploadOnce(local, name, sum.crc, sum.size, cond)
 		if err == nil {
 			return nil
 		}
@@ -263,7 +266,7 @@ func fileCRC32C(name string) (uint32, int64, error) {
 // uploadOnce makes one upload attempt. The server checks the CRC32C sent
 // with the object and refuses a mismatch; the stored object's CRC32C is
 // compared again after Close.
-func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64) error {
+func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64, cond *storage.Conditions) error {
 	f, err := os.Open(local)
 	if err != nil {
 		return err
@@ -274,6 +277,9 @@ func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64) error {
 	defer dog.stop()
 	retries := &uploadRetries{dog: dog, grace: bo.Max, attempts: s.g.o.attempts()}
 	obj := s.g.uploads.Object(s.g.prefix + name).Retryer(storage.WithErrorFunc(retries.shouldRetry))
+	if cond != nil {
+		obj = obj.If(*cond)
+	}
 	w := obj.NewWriter(dog.ctx)
 	w.CRC32C, w.SendCRC32C = crc, true
 	w.ContentType = "application/octet-stream"
@@ -334,6 +340,25 @@ func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64) error {
 		return fmt.Errorf("%w: stored CRC32C %08x, sent %08x", errCorrupt, got, crc)
 	}
 	return nil
+}
+
+// PublishNew uploads Dir()/tmp as name on condition that no object of
+// that name exists (ifGenerationMatch=0): Cloud Storage applies the
+// condition atomically, so of tasks racing to create name exactly one
+// succeeds. An attempt retried after its answer was lost finds its own
+// object and reports fs.ErrExist; the caller compares what it finds.
+func (s *GCSSink) PublishNew(ctx context.Context, tmp, name string) error {
+	local := filepath.Join(s.dir, tmp)
+	defer os.Remove(local)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := s.upload(local, name, nil, &storage.Conditions{DoesNotExist: true})
+	var ge *googleapi.Error
+	if errors.As(err, &ge) && ge.Code == http.StatusPreconditionFailed {
+		return fmt.Errorf("create %s: %w", s.objectURI(name), fs.ErrExist)
+	}
+	return err
 }
 
 // ReadFile reads name at the destination; a missing file matches

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Dir is a Source over a local folder.
@@ -117,6 +118,35 @@ func (s *LocalSink) Publish(context.Context, string) error { return nil }
 func (s *LocalSink) Wait() error                           { return nil }
 func (s *LocalSink) Remove(_ context.Context, name string) error {
 	return os.Remove(filepath.Join(s.Path, name))
+}
+
+// PublishNew links tmp to name, which fails when name exists: unlike a
+// rename, a link never replaces a file, and a reader sees name whole or
+// not at all. Both are in one folder, so the link stays on one file system.
+func (s *LocalSink) PublishNew(_ context.Context, tmp, name string) error {
+	src, dst := filepath.Join(s.Path, tmp), filepath.Join(s.Path, name)
+	defer os.Remove(src)
+	if err := os.Link(src, dst); err != nil {
+		if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EPERM) {
+			// Some file systems (FAT, some FUSE mounts) have no hard links.
+			return fmt.Errorf("create %s: %w (its file system has no hard links, which a create-only write needs)", dst, err)
+		}
+		return err
+	}
+	return syncDir(s.Path)
+}
+
+// syncDir makes a new name in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }
 
 func (s *LocalSink) ReadFile(_ context.Context, name string) ([]byte, error) {
