@@ -90,7 +90,7 @@ func missingTasks(parts []*manifest.Manifest, count int) string {
 }
 
 // MergeSink reads every manifest part in a destination, merges them and
-// writes manifest.json there.
+// writes manifest.json there, replacing any.
 func MergeSink(ctx context.Context, sink cloudsrc.Sink) (*manifest.Manifest, error) {
 	names, err := sink.List(ctx)
 	if err != nil {
@@ -101,13 +101,9 @@ func MergeSink(ctx context.Context, sink cloudsrc.Sink) (*manifest.Manifest, err
 		if !strings.HasPrefix(n, "manifest-task-") || !strings.HasSuffix(n, ".json") {
 			continue
 		}
-		data, err := sink.ReadFile(ctx, n)
+		m, err := readPart(ctx, sink, n)
 		if err != nil {
-			return nil, fmt.Errorf("read %s/%s: %w", sink.URI(), n, err)
-		}
-		m, err := manifest.Parse(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %w", sink.URI(), n, err)
+			return nil, err
 		}
 		parts = append(parts, m)
 	}
@@ -126,4 +122,18 @@ func MergeSink(ctx context.Context, sink cloudsrc.Sink) (*manifest.Manifest, err
 		return nil, err
 	}
 	return m, sink.Wait()
+}
+
+// readPart reads and parses one manifest part; one that is gone matches
+// fs.ErrNotExist.
+func readPart(ctx context.Context, sink cloudsrc.Sink, name string) (*manifest.Manifest, error) {
+	data, err := sink.ReadFile(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", sink.URI(), name, err)
+	}
+	m, err := manifest.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", sink.URI(), name, err)
+	}
+	return m, nil
 }
