@@ -39,7 +39,8 @@ func (o gain) applyAudio(pcm []float32, _, _ int, rng *rand.Rand) any {
 // shift moves the signal in time by a whole number of frames, uniform in
 // [-seconds, seconds] (positive: later). The frames that come free are
 // silent; with roll the signal wraps around instead (circular shift).
-// It reports the shift in frames.
+// It reports the shift with its units, {"frames": n, "seconds": n/rate}
+// in JSON: a bare number would not say whether it counts frames or samples.
 type shift struct {
 	seconds float64
 	roll    bool
@@ -69,10 +70,22 @@ func (o shift) applyAudio(pcm []float32, channels, rate int, rng *rand.Rand) any
 	frames := len(pcm) / channels
 	n := int(math.Round(uniform(rng, -o.seconds, o.seconds) * float64(rate)))
 	n = max(-frames, min(frames, n))
-	if n == 0 || frames == 0 {
-		return n
+	o.move(pcm[:frames*channels], channels, n)
+	return shiftDrawn{n, float64(n) / float64(rate)}
+}
+
+// shiftDrawn is the shift a sample got, in both units; a comparable value,
+// as every op's record is.
+type shiftDrawn struct {
+	Frames  int     `json:"frames"`
+	Seconds float64 `json:"seconds"`
+}
+
+// move shifts pcm, whole frames of channels samples, by n frames.
+func (o shift) move(pcm []float32, channels, n int) {
+	if n == 0 || len(pcm) == 0 {
+		return
 	}
-	pcm = pcm[:frames*channels]
 	k := n * channels
 	if o.roll {
 		// Rotate right by k samples; k is whole frames, so channels stay
@@ -81,7 +94,7 @@ func (o shift) applyAudio(pcm []float32, channels, rate int, rng *rand.Rand) any
 		slices.Reverse(pcm)
 		slices.Reverse(pcm[:k])
 		slices.Reverse(pcm[k:])
-		return n
+		return
 	}
 	if k > 0 {
 		copy(pcm[k:], pcm[:len(pcm)-k])
@@ -90,7 +103,6 @@ func (o shift) applyAudio(pcm []float32, channels, rate int, rng *rand.Rand) any
 		copy(pcm, pcm[-k:])
 		clear(pcm[len(pcm)+k:])
 	}
-	return n
 }
 
 // noise adds white gaussian noise at a signal-to-noise ratio in dB, fixed

@@ -66,7 +66,11 @@ func TestShift(t *testing.T) {
 		seen := map[bool]bool{}
 		for seed := range uint64(20) {
 			pcm := slices.Clone(in)
-			n := r.ApplyAudio(pcm, 2, rate, newRand(seed))["shift"].(int)
+			drawn := r.ApplyAudio(pcm, 2, rate, newRand(seed))["shift"].(shiftDrawn)
+			n := drawn.Frames
+			if drawn.Seconds != float64(n)/rate {
+				t.Fatalf("%s: recorded %v: seconds is not frames/rate", recipe, drawn)
+			}
 			limit := min(frames, int(r.ops[0].(shift).seconds*rate))
 			if n < -limit || n > limit {
 				t.Fatalf("%s: shift %d frames outside ±%d", recipe, n, limit)

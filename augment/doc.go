@@ -76,5 +76,5 @@
 //	rotate      the angle in degrees
 //	jitter      {"brightness": f, ..., "order": [names in applied order]}
 //	blur        sigma, gain: dB, noise: SNR dB (only when a range)
-//	shift       the shift in frames
+//	shift       {"frames": n, "seconds": n/rate} in JSON; positive is later
 package augment

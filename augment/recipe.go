@@ -45,13 +45,19 @@ type Recipe struct {
 }
 
 // spec describes one op kind: how to parse its one-line value and how to
-// turn the named parameters of a recipe file into that value.
+// turn the named parameters of a recipe file into that value, and, for
+// prep help recipes and shell completion (Ops), what it does.
 type spec struct {
 	name   string
-	syntax string // for help text, e.g. "hflip=P"
+	syntax string // e.g. "hflip=P"
 	parse  func(val string) (op, error)
 	// params turns a file's named parameters into the one-line value.
 	params func(p map[string]any) (string, error)
+
+	audio   bool   // an audio op; an image op otherwise
+	doc     string // what it does, with the ranges its parser accepts
+	file    string // its named parameters in a recipe file
+	example string // a one-line op that parses
 }
 
 // specs lists every op in the order the help text shows them. It is a
@@ -59,19 +65,61 @@ type spec struct {
 // for their error messages (a variable would be an initialization cycle).
 func specs() []spec {
 	return []spec{
-		{"resize", "resize=S|WxH|WxH:fit", parseResize, resizeParams},
-		{"crop", "crop=S|WxH[:random]", parseCrop, cropParams},
-		{"rrc", "rrc=S|WxH[:scale=LO-HI][:ratio=LO-HI]", parseRRC, rrcParams},
-		{"hflip", "hflip=P", parseHFlip, probParams},
-		{"vflip", "vflip=P", parseVFlip, probParams},
-		{"rotate", "rotate=DEG", parseRotate, keyParams("degrees")},
-		{"jitter", "jitter=B/C/S/H", parseJitter, jitterParams},
-		{"gray", "gray=P", parseGray, probParams},
-		{"blur", "blur=SIGMA|LO-HI", parseBlur, keyParams("sigma")},
-		{"gain", "gain=DB|LO-HI", parseGain, keyParams("db")},
-		{"shift", "shift=SECONDS[:roll]", parseShift, shiftParams},
-		{"noise", "noise=SNR_DB|LO-HI", parseNoise, keyParams("snr_db")},
+		{name: "resize", syntax: "resize=S|WxH|WxH:fit", parse: parseResize, params: resizeParams,
+			doc:  "S: shorter side to S, aspect kept; WxH: exactly W x H; WxH:fit: inside W x H, aspect kept, centered on black",
+			file: "{size | width, height; fit}", example: "resize=256"},
+		{name: "crop", syntax: "crop=S|WxH[:random]", parse: parseCrop, params: cropParams,
+			doc:  "center crop, or at a uniform random position with :random; a crop larger than the image pads it with black",
+			file: "{size | width, height; random}", example: "crop=224:random"},
+		{name: "rrc", syntax: "rrc=S|WxH[:scale=LO-HI][:ratio=LO-HI]", parse: parseRRC, params: rrcParams,
+			doc:  "random resized crop (torchvision's RandomResizedCrop): area scale in (0,1], default 0.08-1; aspect ratio > 0, default 0.75-1.333",
+			file: "{size | width, height; scale; ratio}", example: "rrc=224:scale=0.2-1"},
+		{name: "hflip", syntax: "hflip=P", parse: parseHFlip, params: probParams,
+			doc: "mirror left-right with probability P", file: "{p}", example: "hflip=0.5"},
+		{name: "vflip", syntax: "vflip=P", parse: parseVFlip, params: probParams,
+			doc: "mirror top-bottom with probability P", file: "{p}", example: "vflip=0.5"},
+		{name: "rotate", syntax: "rotate=DEG", parse: parseRotate, params: keyParams("degrees"),
+			doc:  "rotate by a uniform angle in [-DEG, DEG], DEG in [0,180]; same size, black corners",
+			file: "{degrees}", example: "rotate=15"},
+		{name: "jitter", syntax: "jitter=B/C/S/H", parse: parseJitter, params: jitterParams,
+			doc:  "color jitter (torchvision's ColorJitter): brightness, contrast, saturation >= 0, hue in [0,0.5]; missing values are 0",
+			file: "{brightness, contrast, saturation, hue}", example: "jitter=0.4/0.4/0.4/0.1"},
+		{name: "gray", syntax: "gray=P", parse: parseGray, params: probParams,
+			doc: "grayscale (ITU-R 601-2 luma, still 3 channels) with probability P", file: "{p}", example: "gray=0.1"},
+		{name: "blur", syntax: "blur=SIGMA|LO-HI", parse: parseBlur, params: keyParams("sigma"),
+			doc:  "gaussian blur, sigma > 0 in pixels, fixed or uniform in LO-HI",
+			file: "{sigma}", example: "blur=0.1-2"},
+		{name: "gain", syntax: "gain=DB|LO-HI", parse: parseGain, params: keyParams("db"), audio: true,
+			doc:  "gain in dB, fixed or uniform in LO-HI",
+			file: "{db}", example: "gain=-6-6"},
+		{name: "shift", syntax: "shift=SECONDS[:roll]", parse: parseShift, params: shiftParams, audio: true,
+			doc:  "time shift uniform in [-SECONDS, SECONDS], SECONDS >= 0, in whole frames; zero-filled, or circular with :roll",
+			file: "{seconds; roll}", example: "shift=0.1"},
+		{name: "noise", syntax: "noise=SNR_DB|LO-HI", parse: parseNoise, params: keyParams("snr_db"), audio: true,
+			doc:  "white gaussian noise at this SNR in dB relative to the signal's RMS, fixed or uniform in LO-HI",
+			file: "{snr_db}", example: "noise=20-40"},
 	}
+}
+
+// Op describes one recipe op, for help text and shell completion.
+type Op struct {
+	Name    string // "resize"
+	Audio   bool   // an audio op; an image op otherwise
+	Syntax  string // "resize=S|WxH|WxH:fit"
+	Doc     string // what it does, with the ranges of its values
+	File    string // its named parameters in a recipe file
+	Example string // a one-line op that parses
+}
+
+// Ops lists every op Parse and Load accept, in help order, from the table
+// the parser looks names up in: help built from it cannot miss an op.
+func Ops() []Op {
+	all := specs()
+	ops := make([]Op, len(all))
+	for i, sp := range all {
+		ops[i] = Op{Name: sp.name, Audio: sp.audio, Syntax: sp.syntax, Doc: sp.doc, File: sp.file, Example: sp.example}
+	}
+	return ops
 }
 
 func lookup(name string) (spec, bool) {
@@ -484,14 +532,14 @@ func parseRange(s string) (lo, hi float64, err error) {
 	return lo, hi, nil
 }
 
-// maxSide bounds every output size a recipe names (resize, crop, rrc), so
+// MaxSide bounds every output size a recipe names (resize, crop, rrc), so
 // at most 2^28 pixels, 1 GiB as RGBA: far past any training sample, and
 // small enough that a typo such as resize=99999999 is refused when the
 // recipe is parsed instead of allocating tens of GB in every worker.
-const maxSide = 16384
+const MaxSide = 16384
 
 // parseSize parses "S" (square) or "WxH", both positive and at most
-// maxSide.
+// MaxSide.
 func parseSize(s string) (w, h int, square bool, err error) {
 	ws, hs, pair := strings.Cut(s, "x")
 	if w, err = strconv.Atoi(ws); err != nil || w <= 0 {
@@ -504,8 +552,8 @@ func parseSize(s string) (w, h int, square bool, err error) {
 		}
 		square = false
 	}
-	if w > maxSide || h > maxSide {
-		return 0, 0, false, fmt.Errorf("size %q: over the limit of %d pixels a side", s, maxSide)
+	if w > MaxSide || h > MaxSide {
+		return 0, 0, false, fmt.Errorf("size %q: over the limit of %d pixels a side", s, MaxSide)
 	}
 	return w, h, square, nil
 }

@@ -21,6 +21,10 @@ import (
 // as Pillow does; per core it runs at about imaging's speed. Images with
 // any transparency go to imaging.Resize.
 
+// SIMD reports whether the resampler runs its AVX-512 loops: the binary
+// was built with GOEXPERIMENT=simd for amd64 and this CPU has AVX-512.
+func SIMD() bool { return haveSIMD }
+
 // weightBits is the fixed-point precision of the weights: with Catmull-Rom's
 // small negative lobes, 255 times the sum of |weights| stays far below 2^31.
 const weightBits = 22

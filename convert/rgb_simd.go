@@ -11,6 +11,10 @@ import (
 // permute); tests turn it off to compare.
 var useRGBSIMD = archsimd.X86.AVX512VBMI()
 
+// RGBSIMD reports whether the copy of pixels into RGB samples runs its
+// AVX-512 VBMI loop.
+func RGBSIMD() bool { return useRGBSIMD }
+
 // rgbIndices picks each pixel's R, G and B out of 16 RGBA pixels.
 var rgbIndices = func() (idx [64]uint8) {
 	for i := range 48 {
