@@ -166,7 +166,7 @@ import sys, json, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
 d = f["data"]
 out = {"shape": list(d.shape), "dtype": str(d.dtype), "ragged": "offsets" in f,
-       "attrs": [int(f.attrs["sample_rate"]), int(f.attrs["channels"]), f.attrs["sample_format"].decode()],
+       "attrs": [int(f.attrs["sample_rate"]), int(f.attrs["channels"]), f.attrs["sample_format"]],
        "keys": [k.decode() for k in f["keys"][...]], "samples": []}
 for i in range(len(out["keys"])):
     if out["ragged"]:

@@ -107,6 +107,56 @@ package hdf5
 // static int prep_open_files(void) {
 //     return (int)H5Fget_obj_count((hid_t)H5F_OBJ_ALL, H5F_OBJ_FILE);
 // }
+//
+// // prep_str_attr writes value as a scalar attribute of loc, a
+// // variable-length UTF-8 string: h5py reads those as str, and
+// // fixed-length ones, whatever their character set, as bytes.
+// static int prep_str_attr(hid_t loc, const char *name, const char *value) {
+//     hid_t t = H5Tcopy(H5T_C_S1), s = -1, a = -1;
+//     int rc = -1;
+//     if (t < 0) return -1;
+//     if (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0) goto out;
+//     if ((s = H5Screate(H5S_SCALAR)) < 0) goto out;
+//     if ((a = H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT)) < 0) goto out;
+//     if (H5Awrite(a, t, &value) < 0) goto out;
+//     rc = 0;
+// out:
+//     if (a >= 0 && H5Aclose(a) < 0) rc = -1;
+//     if (s >= 0) H5Sclose(s);
+//     H5Tclose(t);
+//     return rc;
+// }
+//
+// // prep_read_str reads the scalar string attribute a, variable- or
+// // fixed-length (shards of earlier versions), into *out, a NUL-terminated
+// // copy for free().
+// static int prep_read_str(hid_t a, char **out) {
+//     hid_t ft = H5Aget_type(a), mt = -1;
+//     int rc = -1;
+//     if (ft < 0) return -1;
+//     if (H5Tget_class(ft) != H5T_STRING) goto out;
+//     if (H5Tis_variable_str(ft) > 0) {
+//         char *v = NULL;
+//         // The library converts no character set into another.
+//         if ((mt = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(mt, H5T_VARIABLE) < 0) goto out;
+//         if (H5Tset_cset(mt, H5Tget_cset(ft)) < 0) goto out;
+//         if (H5Aread(a, mt, &v) < 0) goto out;
+//         *out = strdup(v != NULL ? v : "");
+//         H5free_memory(v);
+//     } else {
+//         size_t n = H5Tget_size(ft);
+//         if ((*out = calloc(n + 1, 1)) == NULL) goto out;
+//         if (H5Aread(a, ft, *out) < 0) {
+//             free(*out);
+//             goto out;
+//         }
+//     }
+//     rc = *out != NULL ? 0 : -1;
+// out:
+//     if (mt >= 0) H5Tclose(mt);
+//     H5Tclose(ft);
+//     return rc;
+// }
 import "C"
 
 import (
@@ -242,6 +292,32 @@ func openFiles() int {
 	lockLib()
 	defer unlockLib()
 	return int(C.prep_open_files())
+}
+
+// writeStringAttr writes value as a scalar, variable-length UTF-8 string
+// attribute of the object id (h5py: str).
+func writeStringAttr(id int64, name, value string) error {
+	if strings.IndexByte(value, 0) >= 0 {
+		return fmt.Errorf("string attribute %s holds a NUL byte", name)
+	}
+	cname, cvalue := C.CString(name), C.CString(value)
+	defer C.free(unsafe.Pointer(cname))
+	defer C.free(unsafe.Pointer(cvalue))
+	if C.prep_str_attr(C.hid_t(id), cname, cvalue) < 0 {
+		return libError(fmt.Errorf("write string attribute %s", name))
+	}
+	return nil
+}
+
+// readStringAttr reads the scalar string attribute id, variable- or
+// fixed-length.
+func readStringAttr(id int64) (string, error) {
+	var out *C.char
+	if C.prep_read_str(C.hid_t(id), &out) < 0 {
+		return "", libError(errors.New("not a readable string"))
+	}
+	defer C.free(unsafe.Pointer(out))
+	return C.GoString(out), nil
 }
 
 func datasetCreatePlist() (*hdf5.PropList, error) {

@@ -1,7 +1,6 @@
 package hdf5
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -209,26 +208,15 @@ func Meta(path string) (formats.ShardMeta, error) {
 	return m, nil
 }
 
-// stringAttrValue reads a fixed-length string attribute. gonum's
+// stringAttrValue reads a string attribute: variable-length UTF-8, or
+// fixed-length, as shards written before those have them. gonum's
 // Attribute.Read of a string hands cgo a Go pointer to a Go pointer, which
-// the runtime refuses, so the bytes are read with the attribute's own type.
+// the runtime refuses, so cgo reads it.
 func stringAttrValue(g *hdf5.Group, name string) (string, error) {
 	attr, err := g.OpenAttribute(name)
 	if err != nil {
 		return "", err
 	}
 	defer attr.Close()
-	t := &hdf5.Datatype{Identifier: attr.GetType()}
-	defer t.Close()
-	if class, _, _, _ := typeInfo(t); class != classString {
-		return "", fmt.Errorf("not a string")
-	}
-	b := make([]byte, t.Size())
-	if len(b) == 0 {
-		return "", nil
-	}
-	if err := attr.Read(&b[0], t); err != nil {
-		return "", err
-	}
-	return string(bytes.TrimRight(b, "\x00")), nil
+	return readStringAttr(attr.ID())
 }

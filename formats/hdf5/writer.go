@@ -226,7 +226,7 @@ func (w *writer) check(s *formats.Sample) error {
 		return fmt.Errorf("%w: no fields", formats.ErrIncompatible)
 	}
 	if len(w.keys) > 0 && len(s.Fields) != len(w.cols) {
-		return fmt.Errorf("%w: %d fields, the shard's first sample has %d (convert such inputs separately)", formats.ErrIncompatible, len(s.Fields), len(w.cols))
+		return fmt.Errorf("%w: %d fields, the shard's first sample has %d", formats.ErrIncompatible, len(s.Fields), len(w.cols))
 	}
 	if len(w.keys) > 0 && s.Rate != w.rate {
 		return fmt.Errorf("%w: audio rate %d Hz, the shard's first sample has %d (0: not audio)", formats.ErrIncompatible, s.Rate, w.rate)
@@ -256,7 +256,7 @@ func (w *writer) check(s *formats.Sample) error {
 		}
 		c := w.cols[i]
 		if f.Name != c.name || f.DType != c.dtype {
-			return fmt.Errorf("%w: field %s %s%v does not match the shard's %s %s%v (convert such inputs separately)",
+			return fmt.Errorf("%w: field %s %s%v does not match the shard's %s %s%v",
 				formats.ErrIncompatible, f.Name, f.DType, f.Shape, c.name, c.dtype, c.shape)
 		}
 	}
@@ -540,30 +540,10 @@ func int64Attr(g *hdf5.Group, name string, v int64, space *hdf5.Dataspace) error
 	return attr.Write(&v, hdf5.T_STD_I64LE)
 }
 
+// stringAttr writes a variable-length UTF-8 string attribute of g, which
+// h5py reads as str.
 func stringAttr(g *hdf5.Group, name, value string) error {
-	b := []byte(value)
-	if len(b) == 0 {
-		b = []byte{0}
-	}
-	t, err := hdf5.T_C_S1.Copy()
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-	if err := t.SetSize(len(b)); err != nil {
-		return err
-	}
-	space, err := hdf5.CreateDataspace(hdf5.S_SCALAR)
-	if err != nil {
-		return err
-	}
-	defer space.Close()
-	attr, err := g.CreateAttribute(name, t, space)
-	if err != nil {
-		return err
-	}
-	defer attr.Close()
-	return attr.Write(&b[0], t)
+	return writeStringAttr(g.ID(), name, value)
 }
 
 // writeKeys stores keys as fixed-length strings (h5py: |S<w>), because
