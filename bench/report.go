@@ -39,9 +39,10 @@ func (r *ReadResult) WriteText(w io.Writer) error {
 // WriteText prints a feed-test result and its verdict for people.
 func (r *FeedResult) WriteText(w io.Writer, v Verdict) error {
 	fmt.Fprintf(w, "device: %s\n", r.Device)
-	fmt.Fprintf(w, "batches of %d × %s (%s) in %d pinned buffers, %d reader(s)\n",
-		r.Batch, r.Sample, sizeString(float64(r.Batch)*r.Sample.Bytes), r.Slots, r.Readers)
-	fmt.Fprintf(w, "delivered %s samples in %d batches: %s samples/s, %.2f GB/s\n", Commas(float64(r.Samples)), r.Batches, Commas(r.SamplesPerSec), r.GBps)
+	fmt.Fprintf(w, "batches of %d × %s (%s) in %d pinned %s, %d reader(s)\n",
+		r.Batch, r.Sample, sizeString(float64(r.Batch)*r.Sample.Bytes), r.Slots, noun(r.Slots, "buffer", "buffers"), r.Readers)
+	fmt.Fprintf(w, "delivered %s %s in %d %s: %s samples/s, %.2f GB/s\n", Commas(float64(r.Samples)), noun(r.Samples, "sample", "samples"),
+		r.Batches, noun(r.Batches, "batch", "batches"), Commas(r.SamplesPerSec), r.GBps)
 	if r.GPU {
 		fmt.Fprintf(w, "pinned host-to-device limit, same run: %.1f GB/s\n", r.LinkGBps)
 	} else {
@@ -79,4 +80,12 @@ func (r *FeedResult) writeTelemetry(w io.Writer) {
 	if t.Error != "" {
 		fmt.Fprintf(w, "GPU telemetry stopped early: %s\n", t.Error)
 	}
+}
+
+// noun is the form of a noun for n things: "1 batch", "2 batches".
+func noun(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
