@@ -209,7 +209,14 @@ func resampleWindow(img *image.NRGBA, w, h int, win image.Rectangle, src Source,
 	sameH := sh == h && spy == span{0, float64(sh)}
 	if !sameH {
 		tv = buf.weights(h, sh, spy, false)
-		rows = [2]int{tv.start[win.Min.Y], tv.start[win.Max.Y-1] + tv.n}
+		// Not just the first and last rows' windows: a window's start is
+		// its first nonzero weight, and a weight that rounds to 0 can
+		// move a start back past the next row's (a 126-row source
+		// upscaled to 258 rows read past its window and panicked).
+		rows = [2]int{tv.start[win.Min.Y], tv.start[win.Min.Y] + tv.n}
+		for _, st := range tv.start[win.Min.Y:win.Max.Y] {
+			rows = [2]int{min(rows[0], st), max(rows[1], st+tv.n)}
+		}
 	}
 	// Views rather than SubImage, so that they can stay on the stack.
 	rs := view(img, image.Rect(0, rows[0], sw, rows[1]).Add(img.Rect.Min))

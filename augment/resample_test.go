@@ -108,3 +108,36 @@ func TestOpaque(t *testing.T) {
 		}
 	}
 }
+
+// TestResampleWindowUpscale: every window of an upscale is the full
+// resize cropped. A 126-row source upscaled to 258 rows has a row whose
+// first nonzero weight starts before the next row's, so the rows a window
+// reads are not those of its first and last rows alone: taking them so
+// read past the window and panicked (a 125×126 photo, resize=256).
+func TestResampleWindowUpscale(t *testing.T) {
+	for _, simd := range []bool{false, haveSIMD} {
+		useSIMD = simd
+		for _, sz := range []struct{ sw, sh, w, h int }{{125, 126, 256, 258}, {89, 66, 345, 256}, {131, 123, 272, 256}, {140, 107, 335, 256}} {
+			src := noiseImage(sz.sw, sz.sh, 3)
+			full := resample(src, sz.w, sz.h, nil)
+			// Every place a random 224² crop can take, as crop=224:random does.
+			var wins []image.Rectangle
+			for y := 0; y+224 <= sz.h; y++ {
+				x := y * (sz.w - 224) / max(1, sz.h-224)
+				wins = append(wins, image.Rect(x, y, x+224, y+224))
+			}
+			for _, win := range wins {
+				got := resampleWindow(src, sz.w, sz.h, win, Source{}, new(Buffers))
+				want := full.SubImage(win).(*image.NRGBA)
+				for y := 0; y < win.Dy(); y++ {
+					g := got.Pix[y*got.Stride:][:win.Dx()*4]
+					w := want.Pix[want.PixOffset(win.Min.X, win.Min.Y+y):][:win.Dx()*4]
+					if !bytes.Equal(g, w) {
+						t.Fatalf("simd %v, %dx%d -> %dx%d, window %v: row %d differs from the full resize", simd, sz.sw, sz.sh, sz.w, sz.h, win, y)
+					}
+				}
+			}
+		}
+	}
+	useSIMD = haveSIMD
+}
