@@ -4,10 +4,13 @@ package manifest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/prep-dev/prep/formats"
@@ -20,18 +23,20 @@ const FileName = "manifest.json"
 // this prep writes. A change that an existing reader would misread bumps
 // it; readers refuse a version newer than they know. Manifests written
 // before the field existed have version 1's layout.
-const FormatVersion = 1
+const FormatVersion = 2
 
 // Manifest describes a finished conversion. It holds nothing that depends
 // on timing or scheduling, so equal runs write equal bytes.
 type Manifest struct {
 	FormatVersion int               `json:"format_version"`
+	DatasetID     string            `json:"dataset_id,omitempty"` // DatasetID of the whole run; absent in task parts, progress files and older manifests
 	Version       string            `json:"version"`
 	Format        string            `json:"format"`
 	Recipe        string            `json:"recipe"`
 	Seed          uint64            `json:"seed"`
 	Copies        int               `json:"copies"`
-	Order         string            `json:"order"` // "shuffle" or "sorted": how items are laid out (docs/FORMAT.md)
+	Order         string            `json:"order"`            // "shuffle" or "sorted": how items are laid out (docs/FORMAT.md)
+	Source        string            `json:"source,omitempty"` // SRC as convert was given it, local paths made absolute; informative
 	Options       map[string]string `json:"options,omitempty"`
 	Classes       []string          `json:"classes,omitempty"`
 	Items         int               `json:"items"`           // inputs × copies in the whole plan
@@ -94,6 +99,9 @@ func Parse(data []byte) (*Manifest, error) {
 	}
 	if m.FormatVersion > FormatVersion {
 		return nil, fmt.Errorf("manifest format version %d is newer than this prep reads (%d): upgrade prep", m.FormatVersion, FormatVersion)
+	}
+	if m.FormatVersion < 1 {
+		return nil, fmt.Errorf("manifest format version %d is not a version prep writes (1 to %d): the manifest is damaged; rerun prep convert", m.FormatVersion, FormatVersion)
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -171,7 +179,10 @@ func WriteFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// Totals recomputes Samples, Bytes and Skipped from the shards.
+// Totals recomputes what the shards determine: Samples, Bytes, Skipped
+// and, for a manifest of the whole run (no task part, every planned shard
+// present), DatasetID. Both the single-process writer and the merge of
+// task parts end with it, so they give the same ID.
 func (m *Manifest) Totals() {
 	m.Samples, m.Bytes, m.Skipped = 0, 0, nil
 	for _, s := range m.Shards {
@@ -179,4 +190,42 @@ func (m *Manifest) Totals() {
 		m.Bytes += s.Bytes
 		m.Skipped = append(m.Skipped, s.Skipped...)
 	}
+	m.DatasetID = ""
+	if m.Task == nil && m.complete() {
+		m.DatasetID = DatasetID(m)
+	}
+}
+
+// complete reports whether m lists every shard of its plan, in order.
+func (m *Manifest) complete() bool {
+	if len(m.Shards) != m.ShardCount {
+		return false
+	}
+	for i, s := range m.Shards {
+		if s.Index != i {
+			return false
+		}
+	}
+	return true
+}
+
+// DatasetID identifies what a run produced: the SHA-256, in lowercase hex,
+// of a text naming the format version, recipe, seed and order and every
+// shard's checksum in shard order (docs/FORMAT.md §2.5 spells it out).
+// Equal inputs, recipe and seed give the same ID whatever --workers, task
+// split or machine, and any changed shard byte changes it. Where the
+// inputs came from (Source) and which prep wrote them (Version) are not
+// part of it: they do not change the shards.
+func DatasetID(m *Manifest) string {
+	h := sha256.New()
+	line := func(k, v string) { h.Write([]byte(k + "=" + v + "\n")) }
+	h.Write([]byte("prep-dataset-id\n"))
+	line("format_version", strconv.Itoa(m.FormatVersion))
+	line("recipe", m.Recipe)
+	line("seed", strconv.FormatUint(m.Seed, 10))
+	line("order", m.Order)
+	for _, s := range m.Shards {
+		line("shard", strconv.Itoa(s.Index)+":"+s.SHA256)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

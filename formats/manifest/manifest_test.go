@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -63,7 +65,8 @@ func TestParseVersionAndOrder(t *testing.T) {
 	}{
 		{json: `{"version": "old"}`, version: 1, order: "sorted"}, // written before the fields existed
 		{json: `{"format_version": 1, "order": "shuffle"}`, version: 1, order: "shuffle"},
-		{json: `{"format_version": 2}`, err: "format version 2 is newer than this prep reads (1): upgrade prep"},
+		{json: `{"format_version": 2}`, version: 2, order: "sorted"},
+		{json: `{"format_version": 3}`, err: "format version 3 is newer than this prep reads (2): upgrade prep"},
 	} {
 		m, err := Parse([]byte(tc.json))
 		if tc.err != "" {
@@ -109,5 +112,66 @@ func TestParseRefusesShardEntries(t *testing.T) {
 				t.Fatalf("err = %v, want it to name %s and contain %q", err, filepath.Join(dir, FileName), tc.err)
 			}
 		})
+	}
+}
+
+// TestDatasetID checks the ID against the text docs/FORMAT.md §2.5 spells
+// out, and that it moves with every input of it and with nothing else.
+func TestDatasetID(t *testing.T) {
+	base := func() *Manifest {
+		return &Manifest{
+			FormatVersion: 1, Version: "v", Format: "hdf5", Recipe: "resize=8,crop=4:random", Seed: 18446744073709551615,
+			Copies: 2, Order: "shuffle", Source: "/data/in", Items: 4, ItemsPerShard: 2, ShardCount: 3,
+			Shards: []Shard{
+				{Index: 0, ShardInfo: formats.ShardInfo{File: "shard-000000.h5", Count: 2, Bytes: 10, SHA256: "aa"}},
+				{Index: 1, Skipped: []Skipped{{Key: "x.jpg", Reason: "bad"}}},
+				{Index: 2, ShardInfo: formats.ShardInfo{File: "shard-000002.h5", Count: 1, Bytes: 9, SHA256: "bb"}},
+			},
+		}
+	}
+	text := "prep-dataset-id\nformat_version=1\nrecipe=resize=8,crop=4:random\nseed=18446744073709551615\norder=shuffle\n" +
+		"shard=0:aa\nshard=1:\nshard=2:bb\n"
+	sum := sha256.Sum256([]byte(text))
+	want := hex.EncodeToString(sum[:])
+	m := base()
+	m.Totals()
+	if m.DatasetID != want || DatasetID(m) != want {
+		t.Fatalf("dataset id %s (Totals) %s (DatasetID), want %s", m.DatasetID, DatasetID(m), want)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*Manifest)
+		same   bool
+	}{
+		{"format version", func(m *Manifest) { m.FormatVersion = 2 }, false},
+		{"recipe", func(m *Manifest) { m.Recipe = "resize=8" }, false},
+		{"seed", func(m *Manifest) { m.Seed = 0 }, false},
+		{"order", func(m *Manifest) { m.Order = "sorted" }, false},
+		{"a shard's checksum", func(m *Manifest) { m.Shards[2].SHA256 = "bc" }, false},
+		{"source", func(m *Manifest) { m.Source = "gs://b/in" }, true},
+		{"prep version", func(m *Manifest) { m.Version = "w" }, true},
+		{"options", func(m *Manifest) { m.Options = map[string]string{"decoder": "go"} }, true},
+	} {
+		m := base()
+		tc.change(m)
+		m.Totals()
+		if got := m.DatasetID == want; got != tc.same {
+			t.Errorf("%s changed: id %s, unchanged id %s; want equal %v", tc.name, m.DatasetID, want, tc.same)
+		}
+	}
+	// Parts of a run have no ID of their own.
+	part := base()
+	part.Task = &Task{Index: 0, Count: 2, First: 0, End: 1}
+	part.Totals()
+	progress := base()
+	progress.Shards = progress.Shards[:2]
+	progress.Totals()
+	if part.DatasetID != "" || progress.DatasetID != "" {
+		t.Errorf("a task part got id %q and a progress file %q, want none", part.DatasetID, progress.DatasetID)
+	}
+	// An older manifest without the field still parses.
+	old, err := Parse([]byte(`{"format":"hdf5","recipe":"","seed":1,"copies":1,"items":1,"items_per_shard":1,"shard_count":1,"shards":[{"index":0,"file":"shard-000000.h5","count":1,"bytes":5,"sha256":"cc"}]}`))
+	if err != nil || old.DatasetID != "" || DatasetID(old) == "" {
+		t.Fatalf("older manifest: %v, id %q, computed %q", err, old.DatasetID, DatasetID(old))
 	}
 }

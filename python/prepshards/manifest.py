@@ -18,7 +18,7 @@ from .errors import (
 MANIFEST_NAME = "manifest.json"
 
 #: The newest manifest ``format_version`` this reader understands.
-SUPPORTED_FORMAT_VERSION = 1
+SUPPORTED_FORMAT_VERSION = 2
 
 _DTYPES = {
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
@@ -79,7 +79,8 @@ class Manifest:
 
     Attributes: ``path``, ``folder``, ``raw`` (the dict), ``format``
     ("hdf5", "png", "wav"), ``format_version``, ``order`` ("shuffle" or
-    "sorted"), ``classes`` (list or None), ``shards`` (list of dicts, each
+    "sorted"), ``dataset_id`` (recorded, or computed for manifests of older
+    preps), ``classes`` (list or None), ``shards`` (list of dicts, each
     with ``path`` added), ``counts`` (samples per shard).
     """
 
@@ -108,6 +109,7 @@ class Manifest:
         if self.format not in ("hdf5", "png", "wav"):
             raise ManifestError(f"{self.path}: unknown shard format {self.format!r}; upgrade prepshards")
         self.classes = raw.get("classes") or None
+        self.dataset_id = raw.get("dataset_id") or dataset_id(raw)
         if raw.get("task"):
             raise ManifestError(
                 f"{self.path}: this is one task's manifest part; run `prep merge-manifest "
@@ -142,7 +144,12 @@ class Manifest:
             check_size(s["path"], s["bytes"], self.path)
 
     def verify(self):
-        """Check every shard's size and sha256 against the manifest."""
+        """Check every shard's size and sha256, and the dataset ID, against the manifest."""
+        if self.dataset_id != dataset_id(self.raw):
+            raise ManifestError(
+                f"{self.path}: dataset_id {self.dataset_id} does not match the recipe, seed, "
+                f"order and shard checksums it lists ({dataset_id(self.raw)}): the manifest "
+                "was edited; regenerate it (prep convert --resume or prep merge-manifest)")
         for s in self.shards:
             check_size(s["path"], s["bytes"], self.path)
             want = s.get("sha256")
@@ -162,6 +169,15 @@ class Manifest:
                     f"{s['path']}: sha256 {h.hexdigest()} differs from the manifest's {want} "
                     f"({self.path}); the shard is corrupt: copy it again or reconvert "
                     "(prep convert --resume redoes shards whose checksum fails)")
+
+
+def dataset_id(raw):
+    """The dataset ID of a manifest dict, as docs/FORMAT.md §2.5 defines it."""
+    text = "prep-dataset-id\n"
+    text += f"format_version={raw.get('format_version') or 1}\nrecipe={raw.get('recipe', '')}\n"
+    text += f"seed={raw.get('seed', 0)}\norder={raw.get('order') or 'sorted'}\n"
+    text += "".join(f"shard={s['index']}:{s.get('sha256', '')}\n" for s in raw.get("shards") or [])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def check_size(path, want, manifest_path, st_size=None):

@@ -460,6 +460,11 @@ class ManifestInfo:
     def format_version(self):
         return self._ss.manifest.format_version
 
+    @property
+    def dataset_id(self):
+        """What the shards are: the manifest's dataset_id (docs/FORMAT.md §2.5)."""
+        return self._ss.manifest.dataset_id
+
 
 class ShardSet:
     """A manifest, its shards and global sample numbering (shard order, then position)."""

@@ -38,7 +38,7 @@ def test_no_manifest(tmp_path):
 
 def test_newer_format_version(shards, tmp_path):
     folder = copy_shards(shards["img_h5"], tmp_path / "s")
-    path = edit_manifest(folder, lambda m: m.update(format_version=2))
+    path = edit_manifest(folder, lambda m: m.update(format_version=ps.SUPPORTED_FORMAT_VERSION + 1))
     for make in (ps.ShardDataset, ps.ShardStream, lambda p: ps.BatchReader(p, 4)):
         with pytest.raises(ps.ManifestVersionError) as e:
             make(folder)

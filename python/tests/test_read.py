@@ -28,7 +28,7 @@ def test_every_sample_matches_reference(shard):
     ref = reference(shard)
     ds = ps.ShardDataset(shard)
     assert len(ds) == len(ref) > 0
-    assert ds.format_version == 1
+    assert ds.format_version == ps.SUPPORTED_FORMAT_VERSION == 2
     assert ds.order in ("sorted", "shuffle")
     keys = ds.keys
     labels = ds.labels
