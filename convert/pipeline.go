@@ -158,7 +158,7 @@ func (r *run) list(ctx context.Context, order, dispatchQ, fetchQ chan<- *job) er
 			continue
 		}
 		e, c := r.layout.item(pos)
-		if j != nil && j.index == e && j.c1 == c {
+		if j != nil && j.index == e && j.c1 == c && j.c1-j.c0 < r.maxJobCopies() {
 			j.c1++
 			continue
 		}
@@ -169,6 +169,12 @@ func (r *run) list(ctx context.Context, order, dispatchQ, fetchQ chan<- *job) er
 	}
 	return flush()
 }
+
+// maxJobCopies bounds the adjacent copies of one input that share a job
+// (and one fetch). The FIFOs bound jobs, not copies: without it, one input
+// with a million copies (or a round of one input) was a single job whose
+// per-copy state, about 500 bytes a copy, grew with --copies.
+func (r *run) maxJobCopies() int { return max(4, 2*r.opt.Workers) }
 
 func fetchLoop(ctx context.Context, in <-chan *job) error {
 	for {
@@ -314,6 +320,7 @@ func (r reseeder) seed(seed uint64, key string, copy int) *rand.Rand {
 type shardState struct {
 	index   int
 	w       formats.ShardWriter
+	first   string // the key of the shard's first sample
 	skipped []manifest.Skipped
 }
 
@@ -375,16 +382,12 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 				}
 				cur.skipped = append(cur.skipped, manifest.Skipped{Key: key, Reason: err.Error()})
 				p.Skipped++
+				p.Items++ // a skipped item is done too: the bar ends at 100%
 				continue
 			}
 			for i := range j.samples[c-j.c0] {
 				s := &j.samples[c-j.c0][i]
-				if r.opt.Copies > 1 {
-					s.Key += "#c" + strconv.Itoa(c)
-				}
-				if s.Source == "" {
-					s.Source = j.entry.Src.URI(j.entry.Key)
-				}
+				stamp(s, j.entry, c, r.opt.Copies)
 				if cur.w == nil {
 					path := filepath.Join(r.opt.Sink.Dir(), ShardName(cur.index, r.opt.Format.Ext()))
 					w, err := r.opt.Format.Create(path, meta)
@@ -397,7 +400,7 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 						items := min(r.items, (cur.index+1)*r.perShard) - pos
 						e.Expect(items * len(j.samples[c-j.c0]))
 					}
-					cur.w = w
+					cur.w, cur.first = w, s.Key
 				}
 				if err := cur.w.Add(s); err != nil {
 					if errno := syscall.Errno(0); errors.As(err, &errno) {
@@ -405,12 +408,14 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 						// full disk, a quota, a read-only file system.
 						return destErr(r.opt.Sink, ShardName(cur.index, r.opt.Format.Ext()), err)
 					}
-					if !errors.Is(err, formats.ErrIncompatible) || r.opt.Strict {
-						return fmt.Errorf("shard %d: %w", cur.index, err)
+					if errors.Is(err, formats.ErrIncompatible) {
+						// Inputs of different kinds mixed in one SRC: not
+						// damage to skip file by file, which would drop a
+						// share of the dataset that depends on the order.
+						return fmt.Errorf("%s: %w; shard %d started with %s: one shard holds one kind of sample, so convert such inputs in separate runs (an input list or a glob picks them) or give each its own shard (--items-per-shard 1)",
+							j.entry.Src.URI(j.entry.Key), err, cur.index, cur.first)
 					}
-					cur.skipped = append(cur.skipped, manifest.Skipped{Key: s.Key, Reason: err.Error()})
-					p.Skipped++
-					continue
+					return fmt.Errorf("shard %d: %w", cur.index, err)
 				}
 				p.Samples++
 				p.Bytes += s.Bytes()
@@ -418,6 +423,7 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 			if rc, ok := r.opt.Handler(j.entry.Key).(Recycler); ok {
 				rc.Recycle(j.samples[c-j.c0])
 			}
+			j.samples[c-j.c0] = nil // written: the job may outlive it by many copies
 			p.Items++
 		}
 		j.samples = nil

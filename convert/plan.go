@@ -23,6 +23,7 @@ type Entry struct {
 	Key   string // sorted on; seeds the sample's RNG
 	Label int64
 	Src   cloudsrc.Source // opens Key
+	Size  int64           // bytes as listed; 0 when the listing gives none (input lists)
 }
 
 // Listing is the sorted input of a run.
@@ -43,6 +44,7 @@ func ListSource(ctx context.Context, src cloudsrc.Source, handled func(key strin
 	}
 	l := &Listing{}
 	var keys []string
+	sizes := make(map[string]int64, len(objs))
 	for _, o := range objs {
 		if formats.IsTemp(o.Key) {
 			continue
@@ -52,6 +54,7 @@ func ListSource(ctx context.Context, src cloudsrc.Source, handled func(key strin
 			continue
 		}
 		keys = append(keys, o.Key)
+		sizes[o.Key] = o.Size
 	}
 	sort.Strings(keys)
 	foldered := len(keys) > 0
@@ -79,7 +82,7 @@ func ListSource(ctx context.Context, src cloudsrc.Source, handled func(key strin
 		if foldered {
 			label = index[k[:strings.IndexByte(k, '/')]]
 		}
-		l.Entries = append(l.Entries, Entry{Key: k, Label: label, Src: src})
+		l.Entries = append(l.Entries, Entry{Key: k, Label: label, Src: src, Size: sizes[k]})
 	}
 	return l, nil
 }
@@ -130,9 +133,12 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 			if p == "" {
 				return nil, fmt.Errorf("%s:%d: no \"path\" field", name, n)
 			}
-			label := strings.Trim(string(v.Label), `"`)
-			if label == "null" {
-				label = ""
+			// A string label is decoded, escapes and all ("caf\u00e9" is
+			// café, "null" a class name); null is no label; anything else,
+			// a number, is taken as written.
+			var label string
+			if json.Unmarshal(v.Label, &label) != nil {
+				label = string(v.Label)
 			}
 			rows = append(rows, row{p, label, n})
 		}

@@ -31,6 +31,7 @@ type Options struct {
 	Order   Order             // how items are laid out in shards; "" is OrderShuffle
 	Options map[string]string // other settings that shape the output, recorded in the manifest
 	Version string
+	Source  string // where the inputs are (SRC), recorded in the manifest for prep inspect --rebuild
 
 	ShardSize     int64 // target bytes per shard
 	ItemsPerShard int   // items per shard; 0 = derived from ShardSize and the first sample
@@ -66,6 +67,8 @@ type Summary struct {
 	Bytes         int64              `json:"bytes"`
 	ShardsWritten int                `json:"shards_written"`
 	ShardsKept    int                `json:"shards_kept"`
+	SamplesKept   int                `json:"samples_kept"` // in the kept shards: Samples counts them, SamplesPerSec not
+	BytesKept     int64              `json:"bytes_kept"`
 	Skipped       []manifest.Skipped `json:"skipped"`
 	Ignored       []manifest.Skipped `json:"ignored"`
 	Seconds       float64            `json:"seconds"`
@@ -155,6 +158,11 @@ func Run(ctx context.Context, l *Listing, opt Options) (*manifest.Manifest, *Sum
 		return nil, nil, fmt.Errorf("%d inputs: split them into runs of at most %d", len(l.Entries), math.MaxInt32)
 	}
 	r := &run{opt: opt, l: l, items: len(l.Entries) * opt.Copies}
+	unlock, err := lock(ctx, opt.Sink, LockName(opt.TaskIndex, opt.TaskCount))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
 	prior, err := r.prepareDestination(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -195,6 +203,10 @@ func Run(ctx context.Context, l *Listing, opt Options) (*manifest.Manifest, *Sum
 		Seconds:       time.Since(start).Seconds(),
 		Manifest:      opt.Sink.URI() + "/" + name,
 	}
+	for _, k := range r.keep {
+		s.SamplesKept += k.Count
+		s.BytesKept += k.Bytes
+	}
 	if s.Seconds > 0 {
 		s.SamplesPerSec = float64(r.newSamples) / s.Seconds
 		s.MBPerSec = float64(r.newBytes) / 1e6 / s.Seconds
@@ -226,7 +238,7 @@ type run struct {
 // or one of those under its temporary name. Anything else, even a
 // "shard-notes.txt" or a "backup.tmp", is the user's and is never removed.
 func ours(name string) bool {
-	return formats.IsPrepFile(name) || formats.IsTemp(name)
+	return formats.IsPrepFile(name) || formats.IsTemp(name) || isLockFile(name)
 }
 
 // prepareDestination refuses a destination holding an earlier run unless
@@ -242,6 +254,9 @@ func (r *run) prepareDestination(ctx context.Context) (*manifest.Manifest, error
 		switch {
 		case !ours(n):
 			foreign = append(foreign, n)
+		case isLockFile(n):
+			// This run's lock, another task's, or one a killed run was
+			// creating: lock has checked them.
 		case formats.IsTemp(n):
 			// Removed below, with or without --overwrite.
 		case r.opt.TaskCount == 1 || n == r.manifestName() || n == progressName(&r.opt):
@@ -328,6 +343,10 @@ func (r *run) plan(ctx context.Context, prior *manifest.Manifest) error {
 			return err
 		}
 		r.perShard = n
+		// The probe's sample is garbage now, but a collection would come
+		// only after the pipeline has allocated as much again: for one
+		// large sample (a 2 GB .npz member) that doubled the peak.
+		runtime.GC()
 	}
 	r.nShards = (r.items + r.perShard - 1) / r.perShard
 	r.layout = newLayout(r.opt.Order, len(r.l.Entries), r.opt.Copies, r.perShard, r.opt.Seed)
@@ -343,13 +362,19 @@ func TaskShards(n, index, count int) (first, end int) {
 	return n * index / count, n * (index + 1) / count
 }
 
-// probe converts the first convertible input to learn a sample's size and
-// derives how many items fill a shard; every task of a distributed run
-// probes the same input, so all agree on the shard boundaries.
+// probe derives how many items fill a shard (ItemsPerShard).
 func (r *run) probe(ctx context.Context) (int, error) {
+	return ItemsPerShard(ctx, r.l, r.opt.Handler, r.opt.Seed, r.opt.ShardSize)
+}
+
+// ItemsPerShard converts the first convertible input to learn a sample's
+// size and derives how many items fill a shard of shardSize bytes, as a
+// run without --items-per-shard does; every task of a distributed run
+// probes the same input, so all agree on the shard boundaries.
+func ItemsPerShard(ctx context.Context, l *Listing, handler func(key string) Handler, seed uint64, shardSize int64) (int, error) {
 	var lastErr error
-	for i := 0; i < len(r.l.Entries) && i < 32; i++ {
-		e := r.l.Entries[i]
+	for i := 0; i < len(l.Entries) && i < 32; i++ {
+		e := l.Entries[i]
 		in, err := fetch(ctx, e)
 		if err != nil {
 			if IsFatal(err) {
@@ -358,7 +383,7 @@ func (r *run) probe(ctx context.Context) (int, error) {
 			lastErr = fmt.Errorf("%s: %w", e.Key, err)
 			continue
 		}
-		samples, err := r.opt.Handler(e.Key).Samples(ctx, in, 0, NewRand(r.opt.Seed, e.Key, 0))
+		samples, err := handler(e.Key).Samples(ctx, in, 0, NewRand(seed, e.Key, 0))
 		if err != nil {
 			if IsFatal(err) {
 				return 0, err
@@ -373,7 +398,7 @@ func (r *run) probe(ctx context.Context) (int, error) {
 		if size == 0 {
 			continue
 		}
-		return int(max(1, r.opt.ShardSize/size)), nil
+		return int(max(1, shardSize/size)), nil
 	}
 	if lastErr != nil {
 		return 0, fmt.Errorf("none of the first inputs could be converted (fix or remove them); last error: %w", lastErr)
@@ -488,6 +513,7 @@ func (r *run) header() *manifest.Manifest {
 		Seed:          r.opt.Seed,
 		Copies:        r.opt.Copies,
 		Order:         string(r.opt.Order),
+		Source:        r.opt.Source,
 		Options:       r.opt.Options,
 		Classes:       r.l.Classes,
 		Items:         r.items,

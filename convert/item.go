@@ -1,0 +1,37 @@
+package convert
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/prep-dev/prep/formats"
+)
+
+// Fetch reads one input whole, as the pipeline's fetch stage does.
+func Fetch(ctx context.Context, e Entry) (*Input, error) { return fetch(ctx, e) }
+
+// ConvertItem makes the samples of one item, copy c of input e read into
+// in, exactly as a run does: the handler with the item's own generator,
+// then the keys and sources the sink gives them. prep plan measures with
+// it and prep inspect --rebuild re-converts with it.
+func ConvertItem(ctx context.Context, h Handler, e Entry, in *Input, c, copies int, seed uint64) ([]formats.Sample, error) {
+	samples, err := h.Samples(ctx, in, c, NewRand(seed, e.Key, c))
+	if err != nil {
+		return nil, err
+	}
+	for i := range samples {
+		stamp(&samples[i], e, c, copies)
+	}
+	return samples, nil
+}
+
+// stamp gives a sample of copy c of input e the key and source it is
+// written under.
+func stamp(s *formats.Sample, e Entry, c, copies int) {
+	if copies > 1 {
+		s.Key += "#c" + strconv.Itoa(c)
+	}
+	if s.Source == "" {
+		s.Source = e.Src.URI(e.Key)
+	}
+}

@@ -1,0 +1,639 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/manifest"
+	"github.com/prep-dev/prep/formats/tarshard"
+)
+
+// RebuildOptions configure Rebuild.
+type RebuildOptions struct {
+	Format  formats.ShardFormat      // the run's shard format
+	Handler func(key string) Handler // made from the manifest's recipe and options
+	Items   int                      // items to re-convert
+	Seed    uint64                   // picks them
+	// Shard returns a local path of one of the run's shard files (by its
+	// manifest name), fetching it first when the run is remote. Rebuild
+	// asks for each shard once, in shard order, and is done with it
+	// before it asks for the next.
+	Shard   func(ctx context.Context, file string) (string, error)
+	TempDir string // where rebuilt samples are written; "" = os.TempDir()
+}
+
+// Mismatch is a difference between a shard and what the recipe makes now
+// from its input.
+type Mismatch struct {
+	Key     string `json:"key"`   // sample key, or the item's key when it has no sample
+	Shard   string `json:"shard"` // shard file, or "shard N" when the run wrote none
+	Problem string `json:"problem"`
+}
+
+// Rebuilt reports a Rebuild.
+type Rebuilt struct {
+	Items      int        `json:"items"`   // items re-converted
+	Samples    int        `json:"samples"` // samples compared with the shards
+	Skipped    int        `json:"skipped"` // items the run skipped that fail again, as they should
+	Shards     int        `json:"shards"`  // shards read
+	Mismatches []Mismatch `json:"mismatches"`
+}
+
+// Rebuild re-converts opt.Items seeded-random items of the run m
+// describes from its inputs l, and compares their samples with those in
+// the shards: key, label, every field's dtype, shape and bytes, and for
+// tar shards the augmentation parameters. It proves the shards are what
+// the recipe makes from these inputs, and names every difference: a
+// changed input, a damaged shard, another decoder. An error means the
+// comparison could not be made (a changed listing, an unreadable shard).
+func Rebuild(ctx context.Context, l *Listing, m *manifest.Manifest, opt RebuildOptions) (*Rebuilt, error) {
+	if err := checkRebuild(l, m); err != nil {
+		return nil, err
+	}
+	order, err := ParseOrder(m.Order)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	if opt.TempDir == "" {
+		opt.TempDir = os.TempDir()
+	}
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x72656275696c64)) // "rebuild"
+	positions := pickDistinct(rng, m.Items, opt.Items)
+	lay := newLayout(order, len(l.Entries), m.Copies, m.ItemsPerShard, m.Seed)
+	rb := &rebuild{opt: &opt, l: l, m: m, res: &Rebuilt{Mismatches: []Mismatch{}}}
+	for len(positions) > 0 {
+		shard := positions[0] / m.ItemsPerShard
+		n := 1
+		for n < len(positions) && positions[n]/m.ItemsPerShard == shard {
+			n++
+		}
+		var items []rebuildItem
+		for _, p := range positions[:n] {
+			e, c := lay.item(p)
+			items = append(items, rebuildItem{entry: l.Entries[e], copy: c})
+		}
+		positions = positions[n:]
+		if err := rb.shard(ctx, shard, items); err != nil {
+			return nil, err
+		}
+	}
+	return rb.res, nil
+}
+
+// checkRebuild refuses a listing whose plan is not the run's: positions
+// would then name other inputs, and every comparison would fail.
+func checkRebuild(l *Listing, m *manifest.Manifest) error {
+	switch {
+	case m.Task != nil:
+		return errors.New("the manifest is one task's part: rebuild from the merged manifest.json (prep merge-manifest)")
+	case m.ItemsPerShard <= 0 || m.Copies <= 0:
+		return fmt.Errorf("the manifest plans %d items per shard and %d copies: it is damaged", m.ItemsPerShard, m.Copies)
+	case len(l.Entries)*m.Copies != m.Items:
+		return fmt.Errorf("the source lists %d inputs (%d items with %d copies), the run planned %d items: inputs were added or removed since it ran",
+			len(l.Entries), len(l.Entries)*m.Copies, m.Copies, m.Items)
+	case !slices.Equal(l.Classes, m.Classes):
+		return errors.New("the source's classes differ from the run's: class folders were added, removed or renamed since it ran")
+	}
+	return nil
+}
+
+type rebuild struct {
+	opt *RebuildOptions
+	l   *Listing
+	m   *manifest.Manifest
+	res *Rebuilt
+}
+
+// rebuildItem is one item to re-convert and what it gave.
+type rebuildItem struct {
+	entry   Entry
+	copy    int
+	samples []formats.Sample
+	err     error
+}
+
+func (it *rebuildItem) key(copies int) string { return CopyKey(it.entry.Key, it.copy, copies) }
+
+// shard re-converts items of shard index and compares them with it.
+func (rb *rebuild) shard(ctx context.Context, index int, items []rebuildItem) error {
+	sh, name := rb.entry(index)
+	skipped := map[string]string{}
+	for _, s := range sh.Skipped {
+		skipped[s.Key] = s.Reason
+	}
+	want, err := rb.convertItems(ctx, items, skipped, name)
+	if err != nil {
+		return err
+	}
+	if sh.File == "" {
+		for _, k := range sortedKeys(want) {
+			rb.mismatch(k, name, "the run wrote no shard file here, but the sample converts now")
+		}
+		return nil
+	}
+	path, err := rb.opt.Shard(ctx, sh.File)
+	if err != nil {
+		return fmt.Errorf("shard %s: %w", sh.File, err)
+	}
+	rb.res.Shards++
+	stored, keys, err := shardSamples(rb.m.Format, path, sh.Datasets, want)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", sh.File, err)
+	}
+	if err := rb.compare(name, stored, want); err != nil {
+		return err
+	}
+	rb.extras(name, keys, items, want)
+	return nil
+}
+
+// convertItems re-converts items and sets what the run did with each
+// against what the rebuild does: both skip it, or both give samples,
+// which it returns by key for the comparison.
+func (rb *rebuild) convertItems(ctx context.Context, items []rebuildItem, skipped map[string]string, name string) (map[string]*formats.Sample, error) {
+	want := map[string]*formats.Sample{}
+	for i := range items {
+		it := &items[i]
+		rb.res.Items++
+		if err := rb.convert(ctx, it); err != nil {
+			return nil, err
+		}
+		key := it.key(rb.m.Copies)
+		reason, wasSkipped := skipped[key]
+		wasSkipped = wasSkipped && !refused(reason)
+		switch {
+		case it.err != nil && wasSkipped:
+			rb.res.Skipped++
+		case it.err != nil:
+			rb.mismatch(key, name, fmt.Sprintf("does not convert now (%v), but the run converted it", it.err))
+		case wasSkipped:
+			rb.mismatch(key, name, fmt.Sprintf("the run skipped it (%s), but it converts now: the input changed", reason))
+		}
+		if it.err != nil || wasSkipped {
+			continue
+		}
+		for j := range it.samples {
+			s := &it.samples[j]
+			if reason, ok := skipped[s.Key]; ok && refused(reason) {
+				rb.res.Skipped++ // the shard's writer refused it beside the shard's first sample
+				continue
+			}
+			want[s.Key] = s
+		}
+	}
+	return want, nil
+}
+
+// compare compares the rebuilt samples with those read from the shard.
+func (rb *rebuild) compare(name string, stored *readSamples, want map[string]*formats.Sample) error {
+	for _, k := range sortedKeys(want) {
+		got, ok := stored.samples[k]
+		if bad := stored.bad[k]; bad != nil {
+			rb.mismatch(k, name, fmt.Sprintf("the shard's copy does not decode: %v", bad))
+			continue
+		}
+		if !ok {
+			rb.mismatch(k, name, "missing from the shard, which the rebuild says must hold it")
+			continue
+		}
+		norm, err := rb.normalize(want[k])
+		if err != nil {
+			return err
+		}
+		rb.res.Samples++
+		if p := diffSamples(got, norm); p != "" {
+			rb.mismatch(k, name, p)
+		}
+	}
+	return nil
+}
+
+// extras names samples the shard holds of the rebuilt items that the
+// rebuild does not make (a video that lost frames).
+func (rb *rebuild) extras(name string, keys []string, items []rebuildItem, want map[string]*formats.Sample) {
+	for i := range items {
+		if items[i].err != nil {
+			continue
+		}
+		for _, k := range keys {
+			if _, ok := want[k]; !ok && ofItem(k, items[i].entry.Key, items[i].copy, rb.m.Copies) {
+				rb.mismatch(k, name, "the shard holds this sample of the item, the rebuild does not make it")
+			}
+		}
+	}
+}
+
+// refused reports whether a skip reason is a shard writer's refusal of a
+// sample unlike the shard's first (FORMAT.md §4.4): it depends on the
+// other samples of the shard, so one sample rebuilt alone cannot repeat it.
+func refused(reason string) bool {
+	return strings.Contains(reason, formats.ErrIncompatible.Error())
+}
+
+// entry is shard index's manifest entry and a name for messages.
+func (rb *rebuild) entry(index int) (manifest.Shard, string) {
+	for _, s := range rb.m.Shards {
+		if s.Index == index {
+			if s.File == "" {
+				return s, fmt.Sprintf("shard %d (no file)", index)
+			}
+			return s, s.File
+		}
+	}
+	return manifest.Shard{Index: index}, fmt.Sprintf("shard %d (not in the manifest)", index)
+}
+
+func (rb *rebuild) mismatch(key, shard, problem string) {
+	rb.res.Mismatches = append(rb.res.Mismatches, Mismatch{Key: key, Shard: shard, Problem: problem})
+}
+
+// convert fetches and converts one item as the run did. Only a fatal
+// error (a missing tool, a refused bucket) is returned; others are the
+// item's.
+func (rb *rebuild) convert(ctx context.Context, it *rebuildItem) error {
+	in, err := Fetch(ctx, it.entry)
+	if err == nil {
+		it.samples, err = ConvertItem(ctx, rb.opt.Handler(it.entry.Key), it.entry, in, it.copy, rb.m.Copies, rb.m.Seed)
+	}
+	if err != nil && (IsFatal(err) || ctx.Err() != nil) {
+		return fmt.Errorf("%s: %w", it.entry.Src.URI(it.entry.Key), err)
+	}
+	it.err = err
+	return nil
+}
+
+// normalize passes a rebuilt sample through the run's writer and reader,
+// so that it compares with a stored one in the form the format keeps
+// (a grey image comes back (H,W,1) from a PNG, an npz field by its member
+// name).
+func (rb *rebuild) normalize(s *formats.Sample) (formats.Sample, error) {
+	f := rb.opt.Format
+	path := filepath.Join(rb.opt.TempDir, fmt.Sprintf(".prep-rebuild-%d%s", os.Getpid(), f.Ext()))
+	w, err := f.Create(path, formats.ShardMeta{Version: rb.m.Version, Recipe: rb.m.Recipe, Seed: rb.m.Seed, Classes: rb.m.Classes})
+	if err != nil {
+		return formats.Sample{}, fmt.Errorf("rebuild: %w (set TMPDIR to a writable folder)", err)
+	}
+	defer os.Remove(path)
+	if ex, ok := w.(formats.Expecter); ok {
+		ex.Expect(1)
+	}
+	if err := w.Add(s); err != nil {
+		w.Abort()
+		return formats.Sample{}, fmt.Errorf("rebuild: sample %s: %w", s.Key, err)
+	}
+	info, err := w.Close()
+	if err != nil {
+		return formats.Sample{}, fmt.Errorf("rebuild: %w", err)
+	}
+	got, _, err := shardSamples(f.Name(), path, info.Datasets, map[string]*formats.Sample{s.Key: s})
+	if err == nil {
+		err = got.bad[s.Key]
+	}
+	if err != nil {
+		return formats.Sample{}, fmt.Errorf("rebuild: read back %s: %w", s.Key, err)
+	}
+	out, ok := got.samples[s.Key]
+	if !ok {
+		return formats.Sample{}, fmt.Errorf("rebuild: %s did not read back from its own shard", s.Key)
+	}
+	return out, nil
+}
+
+// ofItem reports whether sample key k belongs to copy c of input key:
+// the key itself, or a frame (#f) or row (#r) of it (FORMAT.md §4.1).
+func ofItem(k, key string, c, copies int) bool {
+	if copies > 1 {
+		var ok bool
+		if k, ok = strings.CutSuffix(k, "#c"+strconv.Itoa(c)); !ok {
+			return false
+		}
+	}
+	if k == key {
+		return true
+	}
+	rest, ok := strings.CutPrefix(k, key+"#")
+	if !ok || len(rest) < 2 || (rest[0] != 'f' && rest[0] != 'r') {
+		return false
+	}
+	_, err := strconv.ParseUint(rest[1:], 10, 64)
+	return err == nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// diffSamples says how stored differs from rebuilt, or "".
+func diffSamples(stored, rebuilt formats.Sample) string {
+	var p []string
+	if stored.Label != rebuilt.Label {
+		p = append(p, fmt.Sprintf("label %d in the shard, %d rebuilt", stored.Label, rebuilt.Label))
+	}
+	if stored.Rate != rebuilt.Rate {
+		p = append(p, fmt.Sprintf("audio rate %d Hz in the shard, %d rebuilt", stored.Rate, rebuilt.Rate))
+	}
+	byName := map[string]formats.Tensor{}
+	for _, f := range stored.Fields {
+		byName[f.Name] = f.Tensor
+	}
+	for _, f := range rebuilt.Fields {
+		t, ok := byName[f.Name]
+		delete(byName, f.Name)
+		if !ok {
+			p = append(p, fmt.Sprintf("field %s is missing from the shard", f.Name))
+			continue
+		}
+		if d := diffTensor(t, f.Tensor); d != "" {
+			p = append(p, f.Name+": "+d)
+		}
+	}
+	for _, name := range sortedKeys(byName) {
+		p = append(p, fmt.Sprintf("the shard has a field %s the rebuild does not make", name))
+	}
+	if a, b := paramsJSON(stored.Params), paramsJSON(rebuilt.Params); a != b {
+		p = append(p, fmt.Sprintf("augmentation parameters %s in the shard, %s rebuilt", a, b))
+	}
+	return strings.Join(p, "; ")
+}
+
+// diffTensor says how two tensors differ, or "".
+func diffTensor(stored, rebuilt formats.Tensor) string {
+	if stored.DType != rebuilt.DType || !slices.Equal(stored.Shape, rebuilt.Shape) {
+		return fmt.Sprintf("%s%v in the shard, %s%v rebuilt", stored.DType, stored.Shape, rebuilt.DType, rebuilt.Shape)
+	}
+	if bytes.Equal(stored.Data, rebuilt.Data) {
+		return ""
+	}
+	if len(stored.Data) != len(rebuilt.Data) {
+		return fmt.Sprintf("%d bytes in the shard, %d rebuilt", len(stored.Data), len(rebuilt.Data))
+	}
+	first, n := -1, 0
+	for i := range stored.Data {
+		if stored.Data[i] != rebuilt.Data[i] {
+			if first < 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	return fmt.Sprintf("%d of %d bytes differ, the first at byte %d (shard %#02x, rebuilt %#02x)",
+		n, len(stored.Data), first, stored.Data[first], rebuilt.Data[first])
+}
+
+// paramsJSON is params as sorted JSON; HDF5 shards keep none, so there
+// both sides are empty.
+func paramsJSON(params map[string]any) string {
+	if len(params) == 0 {
+		return "{}"
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Sprint(params)
+	}
+	return string(b)
+}
+
+// readSamples are samples read from a shard by key, and those of them
+// whose stored bytes do not decode (a tar member's PNG with a bad CRC).
+type readSamples struct {
+	samples map[string]formats.Sample
+	bad     map[string]error
+}
+
+// shardSamples reads from a shard file the samples whose keys want holds,
+// and lists every key the shard holds, in order. HDF5 shards are read at
+// the offsets their manifest entry records (datasets), tar shards whole.
+func shardSamples[V any](format, path string, datasets []formats.DatasetInfo, want map[string]V) (*readSamples, []string, error) {
+	if format == "hdf5" {
+		return h5Samples(path, datasets, want)
+	}
+	return tarSamples(path, want)
+}
+
+func tarSamples[V any](path string, want map[string]V) (*readSamples, []string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	out := &readSamples{samples: map[string]formats.Sample{}, bad: map[string]error{}}
+	var keys []string
+	err = tarshard.Read(f, func(stem string, members map[string][]byte) error {
+		var meta struct {
+			Key string `json:"key"`
+		}
+		meta.Key = stem
+		if js, ok := members["json"]; ok {
+			if err := json.Unmarshal(js, &meta); err != nil {
+				return fmt.Errorf("sample %s: json: %w", stem, err)
+			}
+		}
+		keys = append(keys, meta.Key)
+		if _, ok := want[meta.Key]; !ok {
+			return nil
+		}
+		s, err := tarshard.Decode(stem, members)
+		if err != nil {
+			out.bad[meta.Key] = err
+			return nil
+		}
+		out.samples[meta.Key] = s
+		return nil
+	})
+	return out, keys, err
+}
+
+// h5field is one field of an HDF5 shard: its dataset and, when ragged,
+// the datasets that place each sample in it (FORMAT.md §5.5).
+type h5field struct {
+	data                   formats.DatasetInfo
+	offsets, shapes, ranks []int64 // ragged only
+}
+
+// h5Samples reads samples from an HDF5 shard with plain reads at the
+// offsets datasets records, as any reader of the format may (FORMAT.md §9).
+func h5Samples[V any](path string, datasets []formats.DatasetInfo, want map[string]V) (*readSamples, []string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	byName := map[string]formats.DatasetInfo{}
+	for _, d := range datasets {
+		byName[d.Name] = d
+	}
+	keys, err := h5Keys(f, byName["keys"])
+	if err != nil {
+		return nil, nil, err
+	}
+	labels, err := h5Int64s(f, byName["labels"])
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(labels) != len(keys) {
+		return nil, nil, fmt.Errorf("%d labels for %d keys", len(labels), len(keys))
+	}
+	fields, err := h5Fields(f, byName)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &readSamples{samples: map[string]formats.Sample{}}
+	for i, k := range keys {
+		if _, ok := want[k]; !ok {
+			continue
+		}
+		s := formats.Sample{Key: k, Label: labels[i]}
+		for name, fd := range fields {
+			t, err := fd.sample(f, i, len(keys))
+			if err != nil {
+				return nil, nil, fmt.Errorf("dataset %s, sample %d: %w", name, i, err)
+			}
+			s.Fields = append(s.Fields, formats.Field{Name: name, Tensor: t})
+		}
+		out.samples[k] = s
+	}
+	return out, keys, nil
+}
+
+// h5Fields finds the fields among the datasets: all but labels, keys and
+// the ragged companions of another dataset.
+func h5Fields(f *os.File, byName map[string]formats.DatasetInfo) (map[string]*h5field, error) {
+	companion := func(field, suffix string) string {
+		if field == formats.DataField {
+			return suffix[1:] // "offsets", not "data_offsets"
+		}
+		return field + suffix
+	}
+	isCompanion := map[string]bool{}
+	for name := range byName {
+		for _, suffix := range formats.RaggedSuffixes {
+			if _, ok := byName[companion(name, suffix)]; ok && name != "labels" && name != "keys" {
+				isCompanion[companion(name, suffix)] = true
+			}
+		}
+	}
+	fields := map[string]*h5field{}
+	for name, d := range byName {
+		if name == "labels" || name == "keys" || isCompanion[name] {
+			continue
+		}
+		fd := &h5field{data: d}
+		var err error
+		if off, ok := byName[companion(name, "_offsets")]; ok {
+			if fd.offsets, err = h5Int64s(f, off); err != nil {
+				return nil, err
+			}
+			if fd.shapes, err = h5Int64s(f, byName[companion(name, "_shapes")]); err != nil {
+				return nil, err
+			}
+			if r, ok := byName[companion(name, "_ranks")]; ok {
+				if fd.ranks, err = h5Int64s(f, r); err != nil {
+					return nil, err
+				}
+			}
+		}
+		fields[name] = fd
+	}
+	return fields, nil
+}
+
+// sample reads sample i of n from the field.
+func (fd *h5field) sample(f *os.File, i, n int) (formats.Tensor, error) {
+	d := fd.data
+	t := formats.Tensor{DType: d.DType}
+	elem := int64(d.DType.Size())
+	if elem == 0 {
+		return t, fmt.Errorf("unknown dtype %q", d.DType)
+	}
+	if fd.offsets == nil {
+		t.Shape = slices.Clone(d.Shape[1:])
+		size := int64(t.Len()) * elem
+		var err error
+		t.Data, err = readRange(f, d, int64(i)*size, size)
+		return t, err
+	}
+	if len(fd.offsets) != n+1 || n == 0 || len(fd.shapes)%n != 0 {
+		return t, fmt.Errorf("ragged layout: %d offsets, %d shape values for %d samples", len(fd.offsets), len(fd.shapes), n)
+	}
+	width := len(fd.shapes) / n
+	rank := width
+	if fd.ranks != nil {
+		rank = int(fd.ranks[i])
+	}
+	for _, v := range fd.shapes[i*width : i*width+rank] {
+		t.Shape = append(t.Shape, int(v))
+	}
+	start, end := fd.offsets[i], fd.offsets[i+1]
+	var err error
+	t.Data, err = readRange(f, d, start*elem, (end-start)*elem)
+	return t, err
+}
+
+// readRange reads n bytes at off within dataset d.
+func readRange(f *os.File, d formats.DatasetInfo, off, n int64) ([]byte, error) {
+	if off < 0 || n < 0 || off+n > d.Size {
+		return nil, fmt.Errorf("bytes [%d, %d) outside the dataset's %d", off, off+n, d.Size)
+	}
+	b := make([]byte, n)
+	if n == 0 {
+		return b, nil
+	}
+	if d.Offset < 0 {
+		return nil, errors.New("no file offset: not a contiguous dataset")
+	}
+	if _, err := f.ReadAt(b, d.Offset+off); err != nil {
+		return nil, fmt.Errorf("read at byte %d: %w", d.Offset+off, err)
+	}
+	return b, nil
+}
+
+func h5Int64s(f *os.File, d formats.DatasetInfo) ([]int64, error) {
+	if d.Name == "" {
+		return nil, errors.New("a dataset the layout needs is not in the manifest")
+	}
+	b, err := readRange(f, d, 0, d.Size)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", d.Name, err)
+	}
+	v := make([]int64, len(b)/8)
+	for i := range v {
+		v[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return v, nil
+}
+
+// h5Keys reads the keys dataset: fixed-width strings, NUL-padded.
+func h5Keys(f *os.File, d formats.DatasetInfo) ([]string, error) {
+	w, err := strconv.Atoi(strings.TrimPrefix(string(d.DType), "S"))
+	if d.Name == "" || err != nil || w <= 0 || len(d.Shape) != 1 {
+		return nil, fmt.Errorf("no keys dataset of fixed-width strings in the manifest (dtype %q)", d.DType)
+	}
+	b, err := readRange(f, d, 0, d.Size)
+	if err != nil {
+		return nil, fmt.Errorf("dataset keys: %w", err)
+	}
+	if len(b) != w*d.Shape[0] {
+		return nil, fmt.Errorf("dataset keys: %d bytes for %d keys of %d", len(b), d.Shape[0], w)
+	}
+	keys := make([]string, d.Shape[0])
+	for i := range keys {
+		keys[i] = string(bytes.TrimRight(b[i*w:(i+1)*w], "\x00"))
+	}
+	return keys, nil
+}
