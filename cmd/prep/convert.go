@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cheggaaa/pb/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/cloudsrc"
@@ -50,6 +50,7 @@ type convertFlags struct {
 	order         string
 	taskIndex     int
 	taskCount     int
+	noMerge       bool
 	resume        bool
 	overwrite     bool
 	strict        bool
@@ -57,6 +58,8 @@ type convertFlags struct {
 	maxPixels     int64
 	decoder       string
 	splitAxis     int
+	maxSampleSize string
+	maxSkipped    string
 	io            cloudsrc.Opener // the gs:// transfer flags (ioFlags)
 	video         convert.VideoOptions
 	audio         convert.AudioOptions
@@ -74,7 +77,11 @@ input ahead of time, and writes shards plus manifest.json into DST (a folder
 or gs://bucket/prefix).
 
 Shards are written under NAME.tmp and renamed when complete; after Ctrl-C,
-rerun with --resume to keep the finished shards and redo the rest.`,
+rerun with --resume to keep the finished shards and redo the rest.
+
+In a distributed run (--task-count above 1) each task writes its shards and
+a manifest part; the last task to finish merges the parts into
+manifest.json (--no-merge leaves that to prep merge-manifest).`,
 		Example: `  # ImageFolder of photos -> 224x224 HDF5 shards, two augmented copies each
   prep convert ./photos ./shards --recipe "resize=256,crop=224:random,hflip=0.5" --seed 7 --copies 2
 
@@ -88,8 +95,14 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 			return runConvert(cmd, args[0], args[1], &f)
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&f.recipe, "recipe", "", `augmentations, e.g. "resize=256,crop=224:random,hflip=0.5", or a .yaml/.json file`)
+	addConvertFlags(cmd.Flags(), &f)
+	return cmd
+}
+
+// addConvertFlags registers convert's flags; plan takes the same, so that
+// a convert command line plans as it is.
+func addConvertFlags(fl *pflag.FlagSet, f *convertFlags) {
+	fl.StringVar(&f.recipe, "recipe", "", `augmentations, e.g. "resize=256,crop=224:random,hflip=0.5", or a .yaml/.json file; every op: prep help recipes`)
 	fl.StringVar(&f.format, "format", "", "shard format: hdf5, png (PNG-0 in tar) or wav (WAV in tar); default hdf5, wav for audio")
 	fl.StringVar(&f.shardSize, "shard-size", "256MiB", "target shard size (B, KB, MB, GB, KiB, MiB, GiB)")
 	fl.IntVar(&f.itemsPerShard, "items-per-shard", 0, "inputs × copies per shard; 0 derives it from --shard-size")
@@ -98,8 +111,9 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.Uint64Var(&f.seed, "seed", 0, "random seed: the same inputs, recipe and seed give byte-identical shards")
 	fl.IntVar(&f.copies, "copies", 1, "independently augmented copies of each input")
 	fl.StringVar(&f.order, "order", string(convert.OrderShuffle), "write order: shuffle (copy rounds, each a seeded permutation of the inputs: shards mix classes) or sorted (key order, copies adjacent)")
-	fl.IntVar(&f.taskIndex, "task-index", -1, "this task's index in a distributed run (default from CLOUD_RUN_TASK_INDEX, BATCH_TASK_INDEX or JOB_COMPLETION_INDEX)")
-	fl.IntVar(&f.taskCount, "task-count", 0, "number of tasks in a distributed run (default from CLOUD_RUN_TASK_COUNT or BATCH_TASK_COUNT, else 1; required with JOB_COMPLETION_INDEX)")
+	fl.IntVar(&f.taskIndex, "task-index", -1, "this task's index in a distributed run (default from CLOUD_RUN_TASK_INDEX, BATCH_TASK_INDEX, JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID)")
+	fl.IntVar(&f.taskCount, "task-count", 0, "number of tasks in a distributed run (default from CLOUD_RUN_TASK_COUNT, BATCH_TASK_COUNT or SLURM_ARRAY_TASK_COUNT, else 1; required with JOB_COMPLETION_INDEX)")
+	fl.BoolVar(&f.noMerge, "no-merge", false, "in a distributed run, leave manifest.json to prep merge-manifest instead of the last task to finish")
 	fl.BoolVar(&f.resume, "resume", false, "keep finished shards of an earlier run into DST and redo the rest")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "replace an earlier run in DST, or write beside other files")
 	fl.BoolVar(&f.strict, "strict", false, "fail on the first bad input instead of skipping it")
@@ -116,7 +130,8 @@ rerun with --resume to keep the finished shards and redo the rest.`,
 	fl.Float64Var(&f.audio.Duration, "duration", 0, "audio: trim or pad every file to this many seconds (0 keeps each whole)")
 	fl.StringVar(&f.audio.SampleFormat, "sample-format", "s16", "audio: s16 (16-bit PCM) or f32 (IEEE float)")
 	fl.IntVar(&f.splitAxis, "split-axis", -1, ".npy/.npz: -1 makes each file one sample, 0 makes each row along axis 0 a sample")
-	return cmd
+	fl.StringVar(&f.maxSampleSize, "max-sample-bytes", defaultMaxSample, ".npz: skip an archive whose compressed members would inflate to more than this")
+	fl.StringVar(&f.maxSkipped, "max-skipped", defaultMaxSkipped, "fail the run (exit 1, after writing everything) when more than this share of its inputs is skipped; 100% never fails")
 }
 
 func checkMediaFlags(f *convertFlags) error {
@@ -142,12 +157,21 @@ func checkMediaFlags(f *convertFlags) error {
 }
 
 // taskEngines are the batch engines' task variables, in the order they are
-// looked at. A Kubernetes Indexed Job gives no count.
-var taskEngines = []struct{ index, count string }{
-	{"CLOUD_RUN_TASK_INDEX", "CLOUD_RUN_TASK_COUNT"},
-	{"BATCH_TASK_INDEX", "BATCH_TASK_COUNT"},
-	{"JOB_COMPLETION_INDEX", ""},
+// looked at. A Kubernetes Indexed Job gives no count. A Slurm job array
+// numbers its tasks from the start of its --array range: the index is
+// SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, and the ids up to
+// SLURM_ARRAY_TASK_MAX must be as many as the tasks, or some index is
+// never run (--array=0-15:2 or 1,4,9).
+var taskEngines = []taskEngine{
+	{"CLOUD_RUN_TASK_INDEX", "CLOUD_RUN_TASK_COUNT", "", ""},
+	{"BATCH_TASK_INDEX", "BATCH_TASK_COUNT", "", ""},
+	{"JOB_COMPLETION_INDEX", "", "", ""},
+	{"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX"},
 }
+
+// taskEngine names an engine's variables: the task's index (or id) and
+// count, and for a job array the first and last id.
+type taskEngine struct{ index, count, first, last string }
 
 // checkMediaInputs checks what needs SRC's listing, before DST is
 // created: video or audio flags with no such inputs are a usage error
@@ -214,6 +238,11 @@ func taskFromEnv(index, count int) (int, int, error) {
 		if !ok && !cok {
 			continue
 		}
+		if ok {
+			if i, err = e.arrayIndex(i, c, cok); err != nil {
+				return 0, 0, err
+			}
+		}
 		if from != "" {
 			return 0, 0, usagef("both %s and %s are set: pass --task-index and --task-count to say which task this is", from, e.index)
 		}
@@ -238,6 +267,69 @@ func taskFromEnv(index, count int) (int, int, error) {
 		return 0, 0, usagef("task index %d is not below the task count %d: check --task-index and --task-count", index, count)
 	}
 	return index, count, nil
+}
+
+// arrayIndex turns the id of a task in a job array, whose ids run from
+// e.first to e.last, into an index from 0, and checks that the ids are as
+// many as the count (when hasCount) says.
+func (e taskEngine) arrayIndex(id, count int, hasCount bool) (int, error) {
+	if e.first == "" {
+		return id, nil
+	}
+	first, last := 0, -1
+	for _, v := range []struct {
+		name string
+		dst  *int
+	}{{e.first, &first}, {e.last, &last}} {
+		s := os.Getenv(v.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return 0, usagef("%s=%q is not a task id", v.name, s)
+		}
+		*v.dst = n
+	}
+	if id < first {
+		return 0, usagef("%s=%d is below %s=%d", e.index, id, e.first, first)
+	}
+	if hasCount && last >= first && last-first+1 != count {
+		return 0, usagef("the job array's ids %d..%d (%s..%s) are not its %d tasks (%s) in a row: submit it with contiguous ids, e.g. --array=0-%d",
+			first, last, e.first, e.last, count, e.count, count-1)
+	}
+	return id - first, nil
+}
+
+// The defaults of --max-sample-bytes and --max-skipped.
+const (
+	defaultMaxSample  = "1GiB"
+	defaultMaxSkipped = "1%"
+)
+
+// parseShare reads a share of the inputs: "1%", "0.5%", "100%".
+func parseShare(s string) (float64, error) {
+	num, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
+	v, err := strconv.ParseFloat(num, 64)
+	if !ok || err != nil || v < 0 || v > 100 {
+		return 0, fmt.Errorf("%q: want a percentage from 0%% to 100%%, such as 1%%", s)
+	}
+	return v / 100, nil
+}
+
+// checkSkipped fails a run that skipped more than max of its items: the
+// shards and manifest are written, but a dataset that lost that much
+// must not pass for a converted one.
+func checkSkipped(sum *convert.Summary, max float64) error {
+	if sum.Items == 0 || len(sum.Skipped) == 0 {
+		return nil
+	}
+	share := float64(len(sum.Skipped)) / float64(sum.Items)
+	if share <= max {
+		return nil
+	}
+	return fmt.Errorf("%d of %d inputs skipped (%.1f%%), over --max-skipped %g%%: the shards and %s are written; fix or remove the inputs the summary lists and rerun with --overwrite, or raise --max-skipped",
+		len(sum.Skipped), sum.Items, 100*share, 100*max, sum.Manifest)
 }
 
 // parseSize reads "512MiB", "1GB", "4096".
@@ -274,6 +366,8 @@ func hasExt(key string, exts []string) bool {
 // checkedFlags is what convert's flags give once checked.
 type checkedFlags struct {
 	shardSize            int64
+	maxSampleBytes       int64
+	maxSkipped           float64 // a share, 0..1
 	recipe               *augment.Recipe
 	order                convert.Order
 	taskIndex, taskCount int
@@ -289,6 +383,23 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	}
 	if f.copies < 1 {
 		return c, usagef("--copies %d: must be at least 1", f.copies)
+	}
+	if f.itemsPerShard < 0 {
+		return c, usagef("--items-per-shard %d: want a positive count, or 0 to derive it from --shard-size", f.itemsPerShard)
+	}
+	// Callers that fill convertFlags without the flag set (the deploy
+	// test, inspect --rebuild) leave these empty: the flags' defaults.
+	if f.maxSampleSize == "" {
+		f.maxSampleSize = defaultMaxSample
+	}
+	if f.maxSkipped == "" {
+		f.maxSkipped = defaultMaxSkipped
+	}
+	if c.maxSampleBytes, err = parseSize(f.maxSampleSize); err != nil || c.maxSampleBytes < 1 {
+		return c, usagef("--max-sample-bytes %q: want a positive size such as 1GiB", f.maxSampleSize)
+	}
+	if c.maxSkipped, err = parseShare(f.maxSkipped); err != nil {
+		return c, usageError{fmt.Errorf("--max-skipped: %w", err)}
 	}
 	if f.order == "" {
 		f.order = string(convert.OrderShuffle)
@@ -339,25 +450,9 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 	if err != nil {
 		return err
 	}
+	warnSlowBuild(cmd.ErrOrStderr())
 	shardSize, recipe, taskIndex, taskCount := c.shardSize, c.recipe, c.taskIndex, c.taskCount
-	decOpt := imgdec.Options{MaxPixels: f.maxPixels, Decoder: f.decoder}
-	imageHandler := convert.NewScaledImageHandler(convert.ImgdecDecoder(decOpt), imgdec.Release, recipe, recipe.MinSide())
-	npyHandler := convert.NewNPYHandler(convert.NPYOptions{SplitAxis: f.splitAxis})
-	videoHandler := convert.NewVideoHandler(f.video, recipe)
-	audioHandler := convert.NewAudioHandler(f.audio, recipe)
-	handler := func(key string) convert.Handler {
-		switch {
-		case hasExt(key, imageExts):
-			return imageHandler
-		case hasExt(key, npyExts):
-			return npyHandler
-		case hasExt(key, videoExts):
-			return videoHandler
-		case hasExt(key, audioExts):
-			return audioHandler
-		}
-		return nil
-	}
+	handler := f.handler(recipe)
 
 	opener := &f.io
 	listing, err := listInputs(ctx, opener, src, func(k string) bool { return handler(k) != nil })
@@ -391,24 +486,12 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 			os.Remove(dst)
 		}
 	}()
-	opts := map[string]string{
-		"max_pixels": strconv.FormatInt(f.maxPixels, 10),
-		"decoder":    f.decoder,
-		"split_axis": strconv.Itoa(f.splitAxis),
-		"fps":        strconv.FormatFloat(f.video.FPS, 'g', -1, 64),
-		"every":      strconv.Itoa(f.video.Every),
-		"clip":       strconv.Itoa(f.video.Clip),
-		"max_frames": strconv.Itoa(f.video.MaxFrames),
-		"rate":       strconv.Itoa(f.audio.Rate),
-		"channels":   strconv.Itoa(f.audio.Channels),
-		"duration":   strconv.FormatFloat(f.audio.Duration, 'g', -1, 64),
-		"sample_fmt": f.audio.SampleFormat,
-	}
+	opts := recordedOptions(cmd.Flags())
 	progress, done := newProgress(cmd.ErrOrStderr())
 	defer done()
 	m, sum, err := convert.Run(ctx, listing, convert.Options{
 		Sink: sink, Format: format, Handler: handler,
-		Recipe: recipe.String(), Seed: f.seed, Copies: f.copies, Order: c.order, Options: opts, Version: version,
+		Recipe: recipe.String(), Seed: f.seed, Copies: f.copies, Order: c.order, Options: opts, Version: version, Source: sourceOf(src),
 		ShardSize: shardSize, ItemsPerShard: f.itemsPerShard, Workers: f.workers, IOWorkers: f.ioWorkers,
 		TaskIndex: taskIndex, TaskCount: taskCount,
 		Resume: f.resume, Overwrite: f.overwrite, Strict: f.strict,
@@ -417,17 +500,47 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 	done()
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted: finished shards are kept; rerun with --resume to continue: %w", context.Canceled)
+			return interruptedError{"finished shards are kept: rerun with --resume to finish"}
 		}
 		return err
+	}
+	var merged *convert.MergeResult
+	if taskCount > 1 && !f.noMerge {
+		if merged, err = convert.MergeWhenComplete(ctx, sink, m); err != nil {
+			return fmt.Errorf("task %d of %d wrote its shards and %s, but not manifest.json: %w", taskIndex, taskCount, sum.Manifest, err)
+		}
 	}
 	if f.jsonOut {
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetIndent("", "  ")
-		return enc.Encode(sum)
+		if err := enc.Encode(struct {
+			*convert.Summary
+			Merge *convert.MergeResult `json:"merge,omitempty"`
+		}{sum, merged}); err != nil {
+			return err
+		}
+		return checkSkipped(sum, c.maxSkipped)
 	}
 	printSummary(cmd.OutOrStdout(), m.Format, sum)
-	return nil
+	printMerge(cmd.OutOrStdout(), merged)
+	return checkSkipped(sum, c.maxSkipped)
+}
+
+// printMerge says what a task's automatic merge did.
+func printMerge(w io.Writer, r *convert.MergeResult) {
+	switch {
+	case r == nil:
+	case r.State == convert.MergeWritten:
+		fmt.Fprintf(w, "merged the parts of %d tasks into %s: %s, %s\n", r.Tasks, r.Manifest, count(r.Shards, "shard"), count(r.Samples, "sample"))
+	case r.State == convert.MergeFound:
+		fmt.Fprintf(w, "%s: already written, and it is the merge of the parts\n", r.Manifest)
+	default:
+		tasks := "task"
+		if len(r.Waiting) > 1 {
+			tasks = "tasks"
+		}
+		fmt.Fprintf(w, "%s: left to the last task to finish (%d of %d parts here; waiting for %s %s)\n", r.Manifest, r.Parts, r.Tasks, tasks, r.WaitingFor())
+	}
 }
 
 func pickFormat(name string, l *convert.Listing) (formats.ShardFormat, error) {
@@ -497,12 +610,18 @@ func printSummary(w io.Writer, format string, s *convert.Summary) {
 		fmt.Fprintf(w, "nothing to convert: all %s (%s, %s) were finished and are kept\n",
 			count(s.ShardsKept, "shard"), count(s.Samples, "sample"), humanBytes(s.Bytes))
 	} else {
-		fmt.Fprintf(w, "converted %s (%s) into %s (%d kept) in %s: %.0f samples/s, %.1f MB/s\n",
-			count(s.Samples, "sample"), humanBytes(s.Bytes), count(s.ShardsWritten, "new shard"), s.ShardsKept,
+		// The rate is that of this run's samples; the kept ones, which
+		// it did not convert, get their own line.
+		fmt.Fprintf(w, "converted %s (%s) into %s in %s: %.0f samples/s, %.1f MB/s\n",
+			count(s.Samples-s.SamplesKept, "sample"), humanBytes(s.Bytes-s.BytesKept), count(s.ShardsWritten, "new shard"),
 			time.Duration(s.Seconds*float64(time.Second)).Round(time.Millisecond), s.SamplesPerSec, s.MBPerSec)
+		if s.ShardsKept > 0 {
+			fmt.Fprintf(w, "kept %s (%s) in %s from the earlier run: %s in all\n",
+				count(s.SamplesKept, "sample"), humanBytes(s.BytesKept), count(s.ShardsKept, "shard"), count(s.Samples, "sample"))
+		}
 	}
 	if len(s.Skipped) > 0 {
-		fmt.Fprintf(w, "skipped %d inputs (listed in the manifest):\n", len(s.Skipped))
+		fmt.Fprintf(w, "skipped %s (listed in the manifest):\n", count(len(s.Skipped), "input"))
 		for i, k := range s.Skipped {
 			if i == 20 {
 				fmt.Fprintf(w, "  ... and %d more\n", len(s.Skipped)-i)
@@ -512,7 +631,7 @@ func printSummary(w io.Writer, format string, s *convert.Summary) {
 		}
 	}
 	if len(s.Ignored) > 0 {
-		fmt.Fprintf(w, "ignored %d files of unsupported types\n", len(s.Ignored))
+		fmt.Fprintf(w, "ignored %s of unsupported types\n", count(len(s.Ignored), "file"))
 	}
 	fmt.Fprintf(w, "manifest: %s\n", s.Manifest)
 }
@@ -527,42 +646,4 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
-}
-
-// progressEvery is how often convert logs a progress line when stderr is
-// not a terminal.
-var progressEvery = 5 * time.Second
-
-// newProgress shows a pb bar on a terminal, and a log line every few
-// seconds otherwise. done stops it; it may be called twice.
-func newProgress(w io.Writer) (func(convert.Progress), func()) {
-	start := time.Now()
-	if fd, ok := terminal(w); ok {
-		var bar *pb.ProgressBar
-		tmpl := `{{counters . }} items {{bar . }} {{percent . }} {{speed . "%s items/s"}} {{string . "mb"}} {{rtime . "ETA %s"}}`
-		return func(p convert.Progress) {
-				if bar == nil {
-					bar = newBar(w, fd, int64(p.TotalItems)).SetTemplateString(tmpl).Start()
-				}
-				bar.SetCurrent(int64(p.Items))
-				if s := time.Since(start).Seconds(); s > 0 {
-					bar.Set("mb", fmt.Sprintf("%.1f MB/s", float64(p.Bytes)/1e6/s))
-				}
-			}, func() {
-				if bar != nil {
-					bar.Finish()
-					bar = nil
-				}
-			}
-	}
-	last := time.Now()
-	return func(p convert.Progress) {
-		if time.Since(last) < progressEvery {
-			return
-		}
-		last = time.Now()
-		s := time.Since(start).Seconds()
-		fmt.Fprintf(w, "prep: %d/%d items, %d samples, %.0f samples/s, %.1f MB/s, %d skipped\n",
-			p.Items, p.TotalItems, p.Samples, float64(p.Samples)/s, float64(p.Bytes)/1e6/s, p.Skipped)
-	}, func() {}
 }

@@ -240,6 +240,12 @@ func TestConvertErrors(t *testing.T) {
 	os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("x"), 0o644)
 	mixed := filepath.Join(t.TempDir(), "mixed.csv")
 	os.WriteFile(mixed, []byte("path,label\na.jpg,4\nb.jpg,7\nc.jpg,cat\n"), 0o644)
+	mixedDTypes := t.TempDir()
+	for name, from := range map[string]string{"a.npy": "f4_le.npy", "b.npy": "i4_le.npy"} {
+		if data, err := os.ReadFile("../../testdata/npy/ok/" + from); err != nil || os.WriteFile(filepath.Join(mixedDTypes, name), data, 0o644) != nil {
+			t.Fatal(err)
+		}
+	}
 	cutVideo := t.TempDir()
 	if data, err := os.ReadFile("../../testdata/video/truncated.mkv"); err != nil || os.WriteFile(filepath.Join(cutVideo, "cut.mkv"), data, 0o644) != nil {
 		t.Fatal(err)
@@ -259,6 +265,8 @@ func TestConvertErrors(t *testing.T) {
 		{"foreign files", []string{"convert", "../../testdata/images", foreign}, exitFailure, "notes.txt"},
 		{"args", []string{"convert", "only-one"}, exitUsage, "convert takes SRC DST, got 1"},
 		{"strict", []string{"convert", "../../testdata/edge", t.TempDir(), "--strict"}, exitFailure, "--strict"},
+		{"mixed dtypes", []string{"convert", mixedDTypes, t.TempDir(), "--order", "sorted"}, exitFailure,
+			filepath.Join(mixedDTypes, "b.npy") + ": incompatible sample: field data int32[3 4] does not match the shard's data float32[3 4]; shard 0 started with a.npy: one shard holds one kind of sample, so convert such inputs in separate runs"},
 		{"strict cut video", []string{"convert", cutVideo, t.TempDir(), "--strict"}, exitFailure, "cut.mkv: ffmpeg: video cut off or damaged: 23 frames decoded"},
 		{"resume and overwrite", []string{"convert", "/nonexistent/photos", t.TempDir(), "--resume", "--overwrite"}, exitUsage, "pass one of them"},
 		{"huge resize", []string{"convert", "../../testdata/images", t.TempDir(), "--recipe", "resize=99999999"}, exitUsage, "resize=99999999: size \"99999999\": over the limit of 16384 pixels a side"},
@@ -281,11 +289,23 @@ func TestConvertErrors(t *testing.T) {
 	}
 }
 
+// TestBadInputsListed: bad inputs are skipped and listed with their
+// reasons; a run that skips more than --max-skipped of its inputs (5 of
+// the 25 here) still writes everything, then exits 1 with the count.
 func TestBadInputsListed(t *testing.T) {
 	dst := t.TempDir()
 	stdout, stderr, code := prepRun(t, "convert", "../../testdata/edge", dst, "--overwrite", "--recipe", "resize=32x32")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	want := "prep: 5 of 25 inputs skipped (20.0%), over --max-skipped 1%: the shards and " + dst + "/manifest.json are written; fix or remove the inputs the summary lists"
+	if code != exitFailure || !strings.Contains(stderr, want) {
+		t.Fatalf("exit %d, stderr %q; want exit 1 and %q", code, stderr, want)
+	}
+	for _, tt := range []struct {
+		share string
+		code  int
+	}{{"20%", exitOK}, {"19.9%", exitFailure}, {"100%", exitOK}} {
+		if _, stderr, code := prepRun(t, "convert", "../../testdata/edge", t.TempDir(), "--recipe", "resize=32x32", "--max-skipped", tt.share); code != tt.code {
+			t.Errorf("--max-skipped %s: exit %d, want %d: %s", tt.share, code, tt.code, stderr)
+		}
 	}
 	m, err := manifest.Read(dst)
 	if err != nil {
@@ -406,8 +426,9 @@ func TestSIGINTThenResume(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
 		t.Fatalf("interrupted run: %v (want exit 130); stderr:\n%s", err, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "--resume") {
-		t.Errorf("interrupt message does not mention --resume:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), "prep: interrupted; ") || !strings.Contains(stderr.String(), "--resume") ||
+		strings.Contains(stderr.String(), "context canceled") {
+		t.Errorf("interrupt message: want \"prep: interrupted; ...\" naming --resume, without \"context canceled\":\n%s", stderr.String())
 	}
 	if _, ok := partial[manifest.FileName]; ok {
 		t.Errorf("an interrupted run wrote %s", manifest.FileName)
@@ -474,7 +495,8 @@ func TestThreeTasksEqualOneProcess(t *testing.T) {
 	for _, i := range []string{"2", "0", "1"} {
 		args := append([]string{"convert"}, base...)
 		args[2] = split
-		cmd := exec.Command(prepBinary(t), append(args, "--task-count", "3")...)
+		// --no-merge: merge-manifest alone writes manifest.json here.
+		cmd := exec.Command(prepBinary(t), append(args, "--task-count", "3", "--no-merge")...)
 		cmd.Env = append(os.Environ(), "BATCH_TASK_INDEX="+i)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("task %s: %v\n%s", i, err, out)

@@ -35,10 +35,12 @@ var deployFiles = []string{
 	"deploy/batch-job.json",
 	"deploy/k8s-indexed-job.yaml",
 	"deploy/k8s-merge-job.yaml",
+	"deploy/slurm.sbatch",
 }
 
 // taskVars are the variables convert reads its task from (taskFromEnv).
-var taskVars = []string{"CLOUD_RUN_TASK_INDEX", "CLOUD_RUN_TASK_COUNT", "BATCH_TASK_INDEX", "BATCH_TASK_COUNT", "JOB_COMPLETION_INDEX"}
+var taskVars = []string{"CLOUD_RUN_TASK_INDEX", "CLOUD_RUN_TASK_COUNT", "BATCH_TASK_INDEX", "BATCH_TASK_COUNT", "JOB_COMPLETION_INDEX",
+	"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX"}
 
 func readDeployFiles(t *testing.T) map[string][]byte {
 	t.Helper()
@@ -84,6 +86,7 @@ func TestDeployConfigs(t *testing.T) {
 		"deploy/batch-job.json":       {"convert": 16}, // one per task of the array
 		"deploy/k8s-indexed-job.yaml": {"convert": 8},  // one per completion index
 		"deploy/k8s-merge-job.yaml":   {"merge-manifest": 1},
+		"deploy/slurm.sbatch":         {"convert": 16}, // one per array task
 	}
 	for file, w := range want {
 		for cmd, n := range w {
@@ -100,7 +103,7 @@ func TestDeployConfigs(t *testing.T) {
 func TestDeployRejects(t *testing.T) {
 	clearTaskEnv(t)
 	type edit struct{ old, new string } // old must occur exactly once
-	const k8sArgs = `args: [convert, gs://my-bucket/raw, gs://my-bucket/shards, --recipe, "resize=256,crop=224:random,hflip=0.5", --seed, "7", --format, hdf5, --shard-size, 256MiB, --workers, "8", --io-workers, "64", --task-count, "8", --resume]`
+	const k8sArgs = `args: [convert, gs://my-bucket/raw, gs://my-bucket/shards, --recipe, "resize=256,crop=224:random,hflip=0.5", --seed, "7", --format, hdf5, --shard-size, 256MiB, --workers, "8", --io-workers, "64", --task-count, "8", --resume, --no-merge]`
 	const k8sEnv = "            - name: PREP_STAGING\n              value: /scratch\n"
 	tests := []struct {
 		name  string
@@ -209,7 +212,7 @@ func TestDeployRejects(t *testing.T) {
 			[]edit{{`--seed, "7"`, `--seed, $(SEED)`}, {k8sEnv, k8sEnv + "            - name: SEED\n              value: \"7\"\n"}},
 			nil},
 		{"shell form", "deploy/k8s-indexed-job.yaml",
-			[]edit{{k8sArgs, `command: [sh, -c, 'set -e; exec prep convert gs://my-bucket/raw "$DST" --recipe "resize=256,crop=224:random,hflip=0.5" --seed 7 --task-index "$JOB_COMPLETION_INDEX" --task-count 8 --resume']`},
+			[]edit{{k8sArgs, `command: [sh, -c, 'set -e; exec prep convert gs://my-bucket/raw "$DST" --recipe "resize=256,crop=224:random,hflip=0.5" --seed 7 --task-index "$JOB_COMPLETION_INDEX" --task-count 8 --resume --no-merge']`},
 				{k8sEnv, k8sEnv + "            - name: DST\n              value: gs://my-bucket/shards\n"}},
 			nil},
 		{"shell form, unknown flag", "deploy/k8s-indexed-job.yaml",
@@ -224,6 +227,60 @@ func TestDeployRejects(t *testing.T) {
 		{"merge on another DST", "deploy/k8s-merge-job.yaml",
 			[]edit{{`gs://my-bucket/shards`, `gs://my-bucket/shards2`}},
 			[]string{"Job prep-merge", "merges gs://my-bucket/shards2", "writes gs://my-bucket/shards"}},
+		{"cloud build tasks merge too", "deploy/cloudbuild.yaml",
+			[]edit{{`--task-index, "2", --task-count, "4", --resume, --no-merge]`, `--task-index, "2", --task-count, "4", --resume]`}},
+			[]string{"step convert-2", "step merge merges the manifest parts, so the tasks need --no-merge"}},
+		{"k8s pods merge too", "deploy/k8s-indexed-job.yaml",
+			[]edit{{`--resume, --no-merge]`, `--resume]`}},
+			[]string{"Job prep-convert container prep index 0", "deploy/k8s-merge-job.yaml: Job prep-merge container prep merges the manifest parts, so the tasks need --no-merge"}},
+		{"k8s --no-merge, no merge Job", "deploy/k8s-merge-job.yaml",
+			[]edit{{"kind: Job", "kind: ConfigMap"}},
+			[]string{"Job prep-convert container prep index 0", "--no-merge, but nothing runs prep merge-manifest"}},
+		{"batch tasks do not merge", "deploy/batch-job.json",
+			[]edit{{`"--resume"`, `"--resume", "--no-merge"`}},
+			[]string{"taskGroups[0].runnables[0] task 0", "--no-merge, but nothing runs prep merge-manifest after the tasks"}},
+		{"sbatch option misspelt", "deploy/slurm.sbatch",
+			[]edit{{"#SBATCH --requeue\n", "#SBATCH --reque\n"}},
+			[]string{"deploy/slurm.sbatch", "unknown sbatch option --reque"}},
+		{"sbatch short option", "deploy/slurm.sbatch",
+			[]edit{{"#SBATCH --array=0-15\n", "#SBATCH -a 0-15 # sixteen tasks\n"}},
+			nil},
+		{"no job array", "deploy/slurm.sbatch",
+			[]edit{{"#SBATCH --array=0-15\n", ""}},
+			[]string{"deploy/slurm.sbatch", "no #SBATCH --array"}},
+		{"array from 1", "deploy/slurm.sbatch",
+			[]edit{{"--array=0-15", "--array=1-16"}},
+			nil},
+		{"array throttled", "deploy/slurm.sbatch",
+			[]edit{{"--array=0-15", "--array=0-15%4"}},
+			nil},
+		{"array with a step", "deploy/slurm.sbatch",
+			[]edit{{"--array=0-15", "--array=0-30:2"}},
+			[]string{"deploy/slurm.sbatch: array task 0", "the job array's ids 0..30 (SLURM_ARRAY_TASK_MIN..SLURM_ARRAY_TASK_MAX) are not its 16 tasks"}},
+		{"array with gaps", "deploy/slurm.sbatch",
+			[]edit{{"--array=0-15", "--array=0-7,9-16"}},
+			[]string{"deploy/slurm.sbatch: array task 0", "not its 16 tasks"}},
+		{"directive after the command", "deploy/slurm.sbatch",
+			[]edit{{"  --resume\n", "  --resume\n#SBATCH --time=01:00:00\n"}},
+			[]string{"deploy/slurm.sbatch", `"#SBATCH --time=01:00:00" comes after the first command`}},
+		{"requeued without --resume", "deploy/slurm.sbatch",
+			[]edit{{" \\\n  --resume\n", "\n"}},
+			[]string{"deploy/slurm.sbatch: array task 0", "requeued task", "--resume"}},
+		{"not requeued, no --resume", "deploy/slurm.sbatch",
+			[]edit{{" \\\n  --resume\n", "\n"}, {"#SBATCH --requeue\n", "#SBATCH --no-requeue\n"}},
+			nil},
+		{"slurm tasks do not merge", "deploy/slurm.sbatch",
+			[]edit{{"  --resume\n", "  --resume --no-merge\n"}},
+			[]string{"deploy/slurm.sbatch: array task 0", "--no-merge, but nothing runs prep merge-manifest"}},
+		{"merge in every array task", "deploy/slurm.sbatch",
+			[]edit{{"  --resume\n", "  --resume\nprep merge-manifest /shared/datasets/shards\n"}},
+			[]string{"deploy/slurm.sbatch: array task 1", "prep merge-manifest runs once in each of the 16 array tasks"}},
+		{"no cpus-per-task", "deploy/slurm.sbatch",
+			[]edit{{"#SBATCH --cpus-per-task=8\n", ""}},
+			[]string{"deploy/slurm.sbatch: array task 0", "$SLURM_CPUS_PER_TASK is not defined"}},
+		{"slurm flag misspelt", "deploy/slurm.sbatch",
+			[]edit{{"--io-workers 64", "--io-worker 64"}},
+			[]string{"deploy/slurm.sbatch: array task 0", "unknown flag: --io-worker"}},
 		{"no ffmpeg", "Dockerfile",
 			[]edit{{"libpng16-16 ffmpeg", "libpng16-16"}},
 			[]string{"Dockerfile", "runtime stage", "ffmpeg"}},
@@ -276,6 +333,22 @@ func TestDeployRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeployK8sSelfMerging: an Indexed Job whose pods merge the manifest
+// themselves needs no merge Job.
+func TestDeployK8sSelfMerging(t *testing.T) {
+	clearTaskEnv(t)
+	files := readDeployFiles(t)
+	job := "deploy/k8s-indexed-job.yaml"
+	if !bytes.Contains(files[job], []byte(", --no-merge]")) {
+		t.Fatalf("%s: no --no-merge to drop; update this test to the file", job)
+	}
+	files[job] = bytes.Replace(files[job], []byte(", --no-merge]"), []byte("]"), 1)
+	files["deploy/k8s-merge-job.yaml"] = nil
+	if _, err := checkDeploy(files); err != nil {
+		t.Fatalf("self-merging Indexed Job refused:\n%v", err)
 	}
 }
 
@@ -441,6 +514,7 @@ func checkConvertFlags(cc *checkedCall) error {
 	}
 	var f convertFlags
 	f.shardSize, f.recipe, f.format, f.decoder, f.order = str("shard-size"), str("recipe"), str("format"), str("decoder"), str("order")
+	f.maxSampleSize = str("max-sample-bytes")
 	f.copies, f.workers, f.ioWorkers, f.splitAxis = num("copies"), num("workers"), num("io-workers"), num("split-axis")
 	f.taskIndex, f.taskCount = num("task-index"), num("task-count")
 	f.video.FPS, f.video.Every, f.video.Clip, f.video.MaxFrames = float("fps"), num("every"), num("clip"), num("max-frames")
@@ -487,6 +561,11 @@ func (cc *checkedCall) plan() string {
 	return shellQuote(parts)
 }
 
+func (cc *checkedCall) noMerge() bool {
+	v, _ := cc.cmd.Flags().GetBool("no-merge")
+	return v
+}
+
 func (cc *checkedCall) resumes() bool {
 	r, _ := cc.cmd.Flags().GetBool("resume")
 	o, _ := cc.cmd.Flags().GetBool("overwrite")
@@ -515,7 +594,7 @@ func mentionsPrep(words []string) bool {
 	return slices.ContainsFunc(words, prepWord.MatchString)
 }
 
-var shells = []string{"sh", "bash", "dash", "ash"}
+var scriptShells = []string{"sh", "bash", "dash", "ash"}
 
 // extractCalls finds the prep invocations in the argument vector a
 // container runs: prep itself, or a shell's -c script.
@@ -526,7 +605,7 @@ func extractCalls(argv []string, env map[string]string) ([][]string, error) {
 	if isPrepBinary(argv[0]) {
 		return [][]string{argv[1:]}, nil
 	}
-	if slices.Contains(shells, path.Base(argv[0])) {
+	if slices.Contains(scriptShells, path.Base(argv[0])) {
 		for i := 1; i < len(argv) && strings.HasPrefix(argv[i], "-"); i++ {
 			if strings.Contains(argv[i], "c") && i+1 < len(argv) {
 				return scriptCalls(argv[i+1], env)
@@ -790,6 +869,7 @@ func checkDeploy(files map[string][]byte) ([]*checkedCall, error) {
 		checkCloudBuild("deploy/cloudbuild.yaml", files["deploy/cloudbuild.yaml"], img, &calls),
 		checkBatch("deploy/batch-job.json", files["deploy/batch-job.json"], img, &calls),
 		checkK8s([]string{"deploy/k8s-indexed-job.yaml", "deploy/k8s-merge-job.yaml"}, files, img, &calls),
+		checkSlurm("deploy/slurm.sbatch", files["deploy/slurm.sbatch"], &calls),
 	)
 	return calls, errors.Join(errs...)
 }
@@ -1228,6 +1308,8 @@ func checkCloudBuild(file string, data []byte, img *imageConfig, calls *[]*check
 	dst := converts[0].args[1]
 	if len(merges) == 0 {
 		fail("no step runs prep merge-manifest %s after the convert steps", dst)
+	} else {
+		errs = append(errs, checkMergeMode(file, converts, merges[0].where)...)
 	}
 	for _, m := range merges {
 		if m.args[0] != dst {
@@ -1278,6 +1360,21 @@ func checkTasks(file string, converts []*checkedCall, n int) []error {
 		}
 	}
 	return errs
+}
+
+// checkMergeMode checks who writes manifest.json: the step mergeStep,
+// which runs merge-manifest after all tasks, or, where there is none
+// (mergeStep ""), the last task to finish. Either writes it once.
+func checkMergeMode(file string, converts []*checkedCall, mergeStep string) []error {
+	for _, c := range converts {
+		switch {
+		case mergeStep != "" && !c.noMerge():
+			return []error{fmt.Errorf("%s: %s: %s merges the manifest parts, so the tasks need --no-merge (or drop that step: the last task to finish merges)", file, c.where, mergeStep)}
+		case mergeStep == "" && c.noMerge():
+			return []error{fmt.Errorf("%s: %s: --no-merge, but nothing runs prep merge-manifest after the tasks: drop --no-merge, so the last task to finish writes manifest.json", file, c.where)}
+		}
+	}
+	return nil
 }
 
 // ---- Cloud Batch ----
@@ -1411,6 +1508,7 @@ func checkBatch(file string, data []byte, img *imageConfig, calls *[]*checkedCal
 		}
 		if len(errs) == 0 && len(converts) > 0 {
 			errs = append(errs, checkTasks(file, converts, n)...)
+			errs = append(errs, checkMergeMode(file, converts, "")...)
 		}
 	}
 	return errors.Join(errs...)
@@ -1581,14 +1679,202 @@ func checkK8s(names []string, files map[string][]byte, img *imageConfig, calls *
 	if len(converts) == 0 {
 		return fmt.Errorf("%s: no Job runs prep convert", strings.Join(names, ", "))
 	}
+	// Without a merge Job, the last pod to finish merges.
 	dst := converts[0].args[1]
-	if len(merges) == 0 {
-		errs = append(errs, fmt.Errorf("%s: no Job runs prep merge-manifest %s", strings.Join(names, ", "), dst))
-	}
 	for _, m := range merges {
 		if m.args[0] != dst {
 			errs = append(errs, fmt.Errorf("%s: %s: merges %s, but %s writes %s", m.file, m.where, m.args[0], converts[0].where, dst))
 		}
 	}
+	mergeStep := ""
+	if len(merges) > 0 {
+		mergeStep = merges[0].file + ": " + merges[0].where
+	}
+	errs = append(errs, checkMergeMode(converts[0].file, converts, mergeStep)...)
+	return errors.Join(errs...)
+}
+
+// ---- Slurm ----
+
+// sbatchOptions are the sbatch options a job script may set, by long name,
+// with their short letter ("" if none) and whether they take a value. The
+// test refuses any other, as sbatch refuses a misspelt one; add an option
+// here when a script needs it.
+var sbatchOptions = map[string]struct {
+	short    string
+	hasValue bool
+}{
+	"account": {"A", true}, "array": {"a", true}, "chdir": {"D", true}, "comment": {"", true},
+	"constraint": {"C", true}, "cpus-per-gpu": {"", true}, "cpus-per-task": {"c", true},
+	"dependency": {"d", true}, "error": {"e", true}, "exclusive": {"", false}, "export": {"", true},
+	"gpus": {"G", true}, "gpus-per-task": {"", true}, "gres": {"", true}, "job-name": {"J", true},
+	"licenses": {"L", true}, "mail-type": {"", true}, "mail-user": {"", true}, "mem": {"", true},
+	"mem-per-cpu": {"", true}, "nice": {"", true}, "no-requeue": {"", false}, "nodes": {"N", true},
+	"ntasks": {"n", true}, "ntasks-per-node": {"", true}, "open-mode": {"", true},
+	"output": {"o", true}, "partition": {"p", true}, "qos": {"q", true}, "requeue": {"", false},
+	"reservation": {"", true}, "signal": {"", true}, "time": {"t", true}, "time-min": {"", true},
+	"tmp": {"", true},
+}
+
+// sbatchDirectives reads the #SBATCH lines of a job script into option ->
+// value. sbatch reads them only up to the first command: one after it is
+// an error here, since sbatch would silently ignore it.
+func sbatchDirectives(script string) (map[string]string, error) {
+	short := map[string]string{}
+	for long, o := range sbatchOptions {
+		if o.short != "" {
+			short[o.short] = long
+		}
+	}
+	opts := map[string]string{}
+	commands := false
+	for n, line := range strings.Split(script, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "#SBATCH") {
+			commands = commands || (trimmed != "" && !strings.HasPrefix(trimmed, "#"))
+			continue
+		}
+		if commands {
+			return nil, fmt.Errorf("line %d: %q comes after the first command, where sbatch ignores it", n+1, line)
+		}
+		words := strings.Fields(strings.TrimPrefix(line, "#SBATCH"))
+		if i := slices.IndexFunc(words, func(w string) bool { return strings.HasPrefix(w, "#") }); i >= 0 {
+			words = words[:i] // a comment after the options
+		}
+		for i := 0; i < len(words); i++ {
+			w := words[i]
+			var name, value string
+			var inline bool
+			switch {
+			case strings.HasPrefix(w, "--"):
+				name, value, inline = strings.Cut(w[2:], "=")
+			case strings.HasPrefix(w, "-") && len(w) >= 2:
+				name, value, inline = short[w[1:2]], w[2:], len(w) > 2
+				if name == "" {
+					return nil, fmt.Errorf("line %d: unknown sbatch option %s", n+1, w)
+				}
+			default:
+				return nil, fmt.Errorf("line %d: %q is not an sbatch option", n+1, w)
+			}
+			o, ok := sbatchOptions[name]
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("line %d: unknown sbatch option --%s", n+1, name)
+			case o.hasValue && !inline:
+				if i+1 >= len(words) {
+					return nil, fmt.Errorf("line %d: --%s needs a value", n+1, name)
+				}
+				i++
+				value = words[i]
+			case !o.hasValue && inline && name != "exclusive":
+				return nil, fmt.Errorf("line %d: --%s takes no value", n+1, name)
+			}
+			opts[name] = value
+		}
+	}
+	return opts, nil
+}
+
+// arrayIDs expands an sbatch --array spec ("0-15", "1-16%4", "0-15:2",
+// "1,4,9-11") into its task ids, in order.
+func arrayIDs(spec string) ([]int, error) {
+	spec, _, _ = strings.Cut(spec, "%") // the limit on tasks at once
+	var ids []int
+	for _, part := range strings.Split(spec, ",") {
+		rng, stepStr, hasStep := strings.Cut(part, ":")
+		lo, hi, isRange := strings.Cut(rng, "-")
+		if !isRange {
+			hi = lo
+		}
+		a, errA := strconv.Atoi(lo)
+		b, errB := strconv.Atoi(hi)
+		step := 1
+		var errS error
+		if hasStep {
+			step, errS = strconv.Atoi(stepStr)
+		}
+		if errA != nil || errB != nil || errS != nil || a < 0 || b < a || step < 1 {
+			return nil, fmt.Errorf("--array=%s: %q is not a range of task ids", spec, part)
+		}
+		for id := a; id <= b; id += step {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}
+
+// checkSlurm checks an sbatch job array script: what each array task runs,
+// with the variables Slurm gives it, and that the tasks make one run.
+func checkSlurm(file string, data []byte, calls *[]*checkedCall) error {
+	script := string(data)
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("%s: %s", file, fmt.Sprintf(format, a...))
+	}
+	opts, err := sbatchDirectives(script)
+	if err != nil {
+		return fail("%v", err)
+	}
+	spec, ok := opts["array"]
+	if !ok {
+		return fail("no #SBATCH --array: every task would be task 0 of 1")
+	}
+	ids, err := arrayIDs(spec)
+	if err != nil {
+		return fail("%v", err)
+	}
+	var errs []error
+	var converts []*checkedCall
+	_, noRequeue := opts["no-requeue"]
+tasks:
+	for k, id := range ids {
+		// What Slurm sets in each array task that a script may use.
+		env := map[string]string{
+			"SLURM_ARRAY_TASK_ID":    strconv.Itoa(id),
+			"SLURM_ARRAY_TASK_MIN":   strconv.Itoa(ids[0]),
+			"SLURM_ARRAY_TASK_MAX":   strconv.Itoa(ids[len(ids)-1]),
+			"SLURM_ARRAY_TASK_COUNT": strconv.Itoa(len(ids)),
+			"SLURM_ARRAY_JOB_ID":     "4200",
+			"SLURM_JOB_ID":           strconv.Itoa(4201 + k),
+			"SLURM_SUBMIT_DIR":       "/home/user",
+		}
+		if c, ok := opts["cpus-per-task"]; ok {
+			env["SLURM_CPUS_PER_TASK"] = c
+		}
+		where := fmt.Sprintf("array task %d", id)
+		found, err := scriptCalls(script, env)
+		if err == nil && len(found) == 0 {
+			err = errors.New("no prep invocation could be read from the script")
+		}
+		if err != nil {
+			errs = append(errs, fail("%s: %v", where, err))
+			break
+		}
+		for _, argv := range found {
+			cc, err := checkCall(prepCall{file: file, where: where, argv: argv, env: env})
+			if err != nil {
+				errs = append(errs, err)
+				break tasks // the other tasks would fail alike
+			}
+			*calls = append(*calls, cc)
+			switch {
+			case cc.cmd.Name() == "convert":
+				converts = append(converts, cc)
+				if k == 0 && !noRequeue && !cc.resumes() {
+					errs = append(errs, fail("%s: a requeued task (#SBATCH --requeue, or the cluster's default) without --resume (or --overwrite) refuses the shards it left", where))
+				}
+			case len(ids) > 1 && !cc.help:
+				errs = append(errs, fail("%s: prep %s runs once in each of the %d array tasks", where, cc.cmd.Name(), len(ids)))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if len(converts) == 0 {
+		return fail("the script runs no prep convert")
+	}
+	errs = append(errs, checkTasks(file, converts, len(ids))...)
+	errs = append(errs, checkMergeMode(file, converts, "")...)
 	return errors.Join(errs...)
 }

@@ -68,3 +68,18 @@ func TestDiskFullThenResume(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOnlyDestination: a destination on a read-only file system is
+// refused in prep's words, naming it and the fix, before anything runs.
+func TestReadOnlyDestination(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("needs a tmpfs mount (root): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	_, stderr, code := prepRun(t, "convert", "../../testdata/images", dir)
+	want := "destination " + dir + " is not writable ("
+	if code != exitFailure || !strings.Contains(stderr, want) || !strings.Contains(stderr, "read-only file system): choose another destination, or fix its permissions") {
+		t.Fatalf("exit %d, stderr %q; want exit 1 and %q", code, stderr, want)
+	}
+}

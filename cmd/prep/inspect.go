@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/convert"
 	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/hdf5"
@@ -21,39 +24,83 @@ import (
 
 func init() { commands = append(commands, newInspectCmd) }
 
+// inspectFlags are inspect's flags.
+type inspectFlags struct {
+	verify, jsonOut bool
+	rebuild         int             // items to re-convert; 0: none
+	rebuildSeed     uint64          // picks them
+	src             string          // SRC in place of the manifest's
+	staging         string          // where gs:// shards are downloaded
+	io              cloudsrc.Opener // gs:// transfer flags
+}
+
 func newInspectCmd() *cobra.Command {
-	var verify, jsonOut bool
+	var f inspectFlags
 	cmd := &cobra.Command{
-		Use:   "inspect DIR|SHARD",
-		Short: "Show what shards hold; --verify checks them against the manifest",
-		Long: `inspect prints a shard directory's manifest (recipe, seed, classes, shards,
-datasets with their shapes and byte offsets, skipped inputs), or the datasets
-of a single .h5 shard or the first sample of a .tar shard.
+		Use:   "inspect DIR|SHARD|gs://BUCKET/PREFIX",
+		Short: "Show what shards hold; --verify checks them against the manifest, --rebuild against their inputs",
+		Long: `inspect prints a shard directory's manifest (dataset ID, source, recipe,
+seed, classes, shards, datasets with their shapes and byte offsets, skipped
+inputs), or the datasets of a single .h5 shard or the first sample of a .tar
+shard.
 
 --verify recomputes every shard's sha256 and size, and for HDF5 re-reads the
-dataset offsets and shapes, and exits 1 on any mismatch. Given one shard, it
-checks that shard against the manifest.json in the same folder.`,
+dataset offsets and shapes, and checks the dataset ID against the shards'
+checksums; it exits 1 on any mismatch. Given one shard, it checks that shard
+against the manifest.json in the same folder.
+
+--rebuild K re-converts K items, picked at random from --rebuild-seed, from
+the inputs the manifest records (its source, or --src), with the recipe,
+seed and options the manifest records, and compares every resulting
+sample's label, tensors and (tar) augmentation parameters byte for byte
+with the shards. It proves the shards are what the recipe makes from these
+inputs, and catches a changed input or a damaged shard that checksums alone
+cannot tell from a rewritten one. It names every mismatch (key, shard, what
+differs) and exits 1 on any. For a gs:// folder it downloads only the
+shards it compares (--staging).`,
 		Example: `  prep inspect ./shards
   prep inspect ./shards --verify
   prep inspect ./shards/shard-000000.h5
-  prep inspect ./shards/shard-000000.h5 --verify`,
+  prep inspect ./shards/shard-000000.h5 --verify
+  # re-convert 32 random items from their inputs and compare with the shards
+  prep inspect ./shards --rebuild 32
+  prep inspect gs://bkt/shards --rebuild 32 --src gs://bkt/raw`,
 		Args: positional("DIR|SHARD"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runInspect(cmd.OutOrStdout(), args[0], verify, jsonOut)
+			if f.rebuild < 0 {
+				return usagef("--rebuild %d: want a number of items to re-convert (0: none)", f.rebuild)
+			}
+			if err := checkIO(f.io); err != nil {
+				return err
+			}
+			if cloudsrc.IsRemote(args[0]) {
+				return inspectRemote(cmd, args[0], &f)
+			}
+			return runInspect(cmd, args[0], &f)
 		},
 	}
-	cmd.Flags().BoolVar(&verify, "verify", false, "recompute checksums and dataset offsets; exit 1 on a mismatch")
-	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the manifest (or the shard's description) as JSON")
+	fl := cmd.Flags()
+	fl.BoolVar(&f.verify, "verify", false, "recompute checksums, dataset offsets and the dataset ID; exit 1 on a mismatch")
+	fl.BoolVar(&f.jsonOut, "json", false, "print the manifest (or the shard's description, or the --rebuild result) as JSON")
+	fl.IntVar(&f.rebuild, "rebuild", 0, "re-convert this many random items from their inputs and compare them with the shards; exit 1 on a mismatch")
+	fl.Uint64Var(&f.rebuildSeed, "rebuild-seed", 0, "seed that picks the --rebuild items")
+	fl.StringVar(&f.src, "src", "", "--rebuild from these inputs instead of the source the manifest records (moved inputs, or a manifest of an older prep)")
+	fl.StringVar(&f.staging, "staging", "", "where --rebuild downloads gs:// shards (default $PREP_STAGING, else the system temp folder)")
+	ioFlags(fl, &f.io, 30*time.Minute)
 	return cmd
 }
 
-func runInspect(w io.Writer, target string, verify, jsonOut bool) error {
+func runInspect(cmd *cobra.Command, target string, f *inspectFlags) error {
+	w := cmd.OutOrStdout()
 	st, err := os.Stat(target)
 	if err != nil {
 		return fmt.Errorf("inspect %s: %w", target, err)
 	}
 	if !st.IsDir() {
-		if err := inspectShard(w, target, jsonOut); err != nil || !verify {
+		if f.rebuild > 0 {
+			return usagef("inspect %s --rebuild: give the shard folder, whose manifest names the inputs", target)
+		}
+		if err := inspectShard(w, target, f.jsonOut); err != nil || !f.verify {
 			return err
 		}
 		return verifyOne(w, target)
@@ -65,7 +112,7 @@ func runInspect(w io.Writer, target string, verify, jsonOut bool) error {
 		}
 		return err
 	}
-	if jsonOut && !verify {
+	if f.jsonOut && !f.verify && f.rebuild == 0 {
 		data, err := manifest.Marshal(m)
 		if err != nil {
 			return err
@@ -73,12 +120,24 @@ func runInspect(w io.Writer, target string, verify, jsonOut bool) error {
 		_, err = w.Write(data)
 		return err
 	}
-	if !jsonOut {
+	if !f.jsonOut {
 		printManifest(w, m)
 	}
-	if !verify {
+	if f.verify {
+		if err := verifyDir(w, target, m); err != nil {
+			return err
+		}
+	}
+	if f.rebuild == 0 {
 		return nil
 	}
+	local := func(_ context.Context, file string) (string, error) { return filepath.Join(target, file), nil }
+	return rebuild(cmd, m, local, f)
+}
+
+// verifyDir checks every shard of a folder, and the dataset ID, against
+// the manifest.
+func verifyDir(w io.Writer, dir string, m *manifest.Manifest) error {
 	var bad []string
 	checked := 0 // a shard whose inputs were all skipped has no file to check
 	for _, s := range m.Shards {
@@ -86,9 +145,12 @@ func runInspect(w io.Writer, target string, verify, jsonOut bool) error {
 			continue
 		}
 		checked++
-		if problem := verifyShard(filepath.Join(target, s.File), s); problem != "" {
+		if problem := verifyShard(filepath.Join(dir, s.File), s); problem != "" {
 			bad = append(bad, s.File+": "+problem)
 		}
+	}
+	if id := manifest.DatasetID(m); m.DatasetID != "" && m.DatasetID != id {
+		bad = append(bad, fmt.Sprintf("%s: dataset_id %s, but its recipe, seed, order and shard checksums give %s: the manifest was edited", manifest.FileName, m.DatasetID, id))
 	}
 	if len(bad) > 0 {
 		for _, b := range bad {
@@ -97,6 +159,130 @@ func runInspect(w io.Writer, target string, verify, jsonOut bool) error {
 		return fmt.Errorf("%d of %d shards failed verification: rerun convert with --resume to rewrite them", len(bad), checked)
 	}
 	fmt.Fprintf(w, "verified %s: checksums and sizes match the manifest\n", count(checked, "shard"))
+	return nil
+}
+
+// inspectRemote prints, or rebuilds from, a manifest in a bucket.
+func inspectRemote(cmd *cobra.Command, target string, f *inspectFlags) error {
+	ctx := cmd.Context()
+	base := strings.TrimSuffix(target, "/")
+	if f.verify {
+		return usagef("inspect %s --verify reads every shard: for gs:// use --rebuild K (downloads only the shards it compares), or bench-read %s (downloads all and checks their sha256)", target, target)
+	}
+	data, err := readURI(ctx, &f.io, base+"/"+manifest.FileName)
+	if err != nil {
+		return fmt.Errorf("inspect %s: %w (is it the DST of a finished prep convert?)", target, err)
+	}
+	m, err := manifest.Parse(data)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", base, manifest.FileName, err)
+	}
+	if f.jsonOut && f.rebuild == 0 {
+		_, err := cmd.OutOrStdout().Write(data)
+		return err
+	}
+	if !f.jsonOut {
+		printManifest(cmd.OutOrStdout(), m)
+	}
+	if f.rebuild == 0 {
+		return nil
+	}
+	dir, err := os.MkdirTemp(stagingDir(f.staging), "prep-rebuild-")
+	if err != nil {
+		return fmt.Errorf("inspect --rebuild: staging folder: %w (choose another with --staging or PREP_STAGING)", err)
+	}
+	defer os.RemoveAll(dir)
+	return rebuild(cmd, m, stager(&f.io, base, dir), f)
+}
+
+// stager downloads shards of the folder base into dir, one at a time:
+// Rebuild asks for each shard once, in order, so the one before is
+// removed.
+func stager(o *cloudsrc.Opener, base, dir string) func(context.Context, string) (string, error) {
+	var prev string
+	return func(ctx context.Context, file string) (string, error) {
+		if prev != "" {
+			os.Remove(prev)
+		}
+		prev = filepath.Join(dir, file)
+		rc, err := o.OpenURI(ctx, base+"/"+file)
+		if err != nil {
+			return "", err
+		}
+		defer rc.Close()
+		out, err := os.Create(prev)
+		if err != nil {
+			return "", fmt.Errorf("stage %s: %w (choose another --staging)", file, err)
+		}
+		if _, err := io.Copy(out, rc); err != nil {
+			out.Close()
+			return "", fmt.Errorf("download %s/%s: %w", base, file, err)
+		}
+		return prev, out.Close()
+	}
+}
+
+func readURI(ctx context.Context, o *cloudsrc.Opener, uri string) ([]byte, error) {
+	rc, err := o.OpenURI(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// rebuild re-converts --rebuild items from the run's inputs and compares
+// them with its shards, which shard opens.
+func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Context, string) (string, error), f *inspectFlags) error {
+	ctx, w := cmd.Context(), cmd.OutOrStdout()
+	src := f.src
+	if src == "" {
+		src = m.Source
+	}
+	if src == "" {
+		return usagef("the manifest records no source (written by an older prep): pass the inputs with --src SRC")
+	}
+	flags, recipe, err := flagsOf(m)
+	if err != nil {
+		return fmt.Errorf("inspect --rebuild: %w", err)
+	}
+	handler := flags.handler(recipe)
+	listing, err := listInputs(ctx, &f.io, src, func(k string) bool { return handler(k) != nil })
+	if err != nil {
+		return fmt.Errorf("inspect --rebuild: list the inputs: %w", err)
+	}
+	if err := checkMediaInputs(cmd, src, listing); err != nil {
+		return err
+	}
+	format, err := pickFormat(m.Format, listing)
+	if err != nil {
+		return fmt.Errorf("inspect --rebuild: manifest format: %w", err)
+	}
+	res, err := convert.Rebuild(ctx, listing, m, convert.RebuildOptions{
+		Format: format, Handler: handler, Items: f.rebuild, Seed: f.rebuildSeed, Shard: shard,
+	})
+	if err != nil {
+		return fmt.Errorf("inspect --rebuild from %s: %w", src, err)
+	}
+	if f.jsonOut {
+		if err := writeJSON(w, struct {
+			DatasetID string `json:"dataset_id"`
+			Source    string `json:"source"`
+			*convert.Rebuilt
+		}{m.DatasetID, src, res}); err != nil {
+			return err
+		}
+	} else {
+		for _, mm := range res.Mismatches {
+			fmt.Fprintf(w, "MISMATCH %s %s: %s\n", mm.Shard, mm.Key, mm.Problem)
+		}
+		fmt.Fprintf(w, "rebuilt %s from %s (seed %d): %s compared byte for byte with %s, %d skipped as the run skipped them, %d mismatched\n",
+			count(res.Items, "item"), src, f.rebuildSeed, count(res.Samples, "sample"), count(res.Shards, "shard"), res.Skipped, len(res.Mismatches))
+	}
+	if len(res.Mismatches) > 0 {
+		return fmt.Errorf("--rebuild: %s (listed above) between the shards and what the recipe makes from %s: an input changed since the run, or a shard was damaged",
+			plural(len(res.Mismatches), "mismatch", "mismatches"), src)
+	}
 	return nil
 }
 
@@ -161,6 +347,14 @@ func verifyShard(path string, s manifest.Shard) string {
 
 func printManifest(w io.Writer, m *manifest.Manifest) {
 	fmt.Fprintf(w, "format %s (version %d), prep %s, seed %d, copies %d, order %s\n", m.Format, m.FormatVersion, m.Version, m.Seed, m.Copies, m.Order)
+	if m.DatasetID != "" {
+		fmt.Fprintf(w, "dataset id: %s\n", m.DatasetID)
+	} else {
+		fmt.Fprintf(w, "dataset id: none recorded (an older prep); its shards give %s\n", manifest.DatasetID(m))
+	}
+	if m.Source != "" {
+		fmt.Fprintf(w, "source: %s\n", m.Source)
+	}
 	fmt.Fprintf(w, "recipe: %s\n", orNone(m.Recipe))
 	if len(m.Classes) > 0 {
 		fmt.Fprintf(w, "classes (%d): %s\n", len(m.Classes), strings.Join(first(m.Classes, 20), ", "))

@@ -56,6 +56,25 @@ func positional(names ...string) cobra.PositionalArgs {
 	}
 }
 
+// interruptedError is what a command returns when Ctrl-C or SIGTERM
+// stopped it: its message says what to do next, and it is
+// context.Canceled, which exits 130.
+type interruptedError struct{ next string }
+
+func (e interruptedError) Error() string { return "interrupted; " + e.next }
+func (e interruptedError) Unwrap() error { return context.Canceled }
+
+// interruptMessage is what an interrupted command says: its own
+// interruptedError, or "interrupted" rather than the context's "context
+// canceled", which reads like a failure.
+func interruptMessage(err error) string {
+	var ie interruptedError
+	if errors.As(err, &ie) {
+		return ie.Error()
+	}
+	return "interrupted"
+}
+
 // exitError carries a specific exit code with its message.
 type exitError struct {
 	code int
@@ -89,13 +108,11 @@ Exit codes:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	// prep has no shell completion to offer beyond cobra's generic one;
-	// a "completion" command without an example would only clutter --help.
-	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, c := range commands {
 		root.AddCommand(c())
 	}
+	completeFlagValues(root)
 	return root
 }
 
@@ -112,12 +129,14 @@ func run(args []string) int {
 	if err == nil {
 		return exitOK
 	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "prep:", interruptMessage(err))
+		return exitInterrupted
+	}
 	fmt.Fprintln(os.Stderr, "prep:", err)
 	var ue usageError
 	var ee exitError
 	switch {
-	case ctx.Err() != nil && errors.Is(err, context.Canceled):
-		return exitInterrupted
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.As(err, &ue), isCobraUsage(err):

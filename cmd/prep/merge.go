@@ -20,8 +20,12 @@ func newMergeCmd() *cobra.Command {
 and a manifest part, manifest-task-NNNNN.json. merge-manifest checks that the
 parts agree on the plan and cover every shard exactly once — it names any gap,
 overlap or missing task — and writes the manifest.json one process would have
-written.`,
-		Example: `  # after 16 tasks of: prep convert gs://bkt/raw gs://bkt/shards --task-count 16 ...
+written, replacing any.
+
+The last task to finish does this itself unless the tasks ran with
+--no-merge; run merge-manifest after tasks run that way, or to write
+manifest.json again.`,
+		Example: `  # after 16 tasks of: prep convert gs://bkt/raw gs://bkt/shards --task-count 16 --no-merge ...
   prep merge-manifest gs://bkt/shards`,
 		Args: positional("DST"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -11,12 +11,20 @@ func init() { commands = append(commands, newVersionCmd) }
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print prep's version",
+		Use:   "version",
+		Short: "Print prep's version and the fast paths it runs on this machine",
+		Long: `version prints prep's version, then which fast paths this binary runs on
+this machine: the SIMD loops (built with GOEXPERIMENT=simd, on a CPU with
+AVX-512) and the libjpeg-turbo and libpng decoders (built with cgo). A build
+that leaves one out says so, and how to rebuild (make install).`,
 		Example: "  prep version",
 		Args:    positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "prep %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "prep %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			for _, p := range detectFastPaths().lines() {
+				fmt.Fprintf(w, "%-6s %s\n", p.name+":", p.what)
+			}
 			return nil
 		},
 	}

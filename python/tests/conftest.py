@@ -58,7 +58,7 @@ CONVERSIONS = {
     "video_png": ("@video", ["--clip", "4", "--recipe", "resize=32,crop=32", "--max-frames", "16", "--format", "png"]),
     "audio_wav": ("@audio", []),
     # one item a shard: the truncated input's shard has no file ("file": "", count 0)
-    "audio_wav_skipped": ("audio", ["--items-per-shard", "1"]),
+    "audio_wav_skipped": ("audio", ["--items-per-shard", "1", "--max-skipped", "100%"]),
     "audio_wav_f32": ("@audio", ["--sample-format", "f32", "--channels", "2", "--duration", "0.5"]),
     "audio_h5_f32": ("@audio", ["--format", "hdf5", "--sample-format", "f32", "--channels", "2", "--duration", "0.5"]),
     "audio_h5_fixed": ("@audio", ["--format", "hdf5", "--duration", "1"]),

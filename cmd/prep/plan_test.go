@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prep-dev/prep/bench"
+	"github.com/prep-dev/prep/convert"
+	"github.com/prep-dev/prep/formats/manifest"
+)
+
+// writePhotos writes n JPEGs into dir/<class>/ (three classes), each a
+// noisy gradient of a random size: sides from lo to hi pixels, so that a
+// resize without a crop gives samples of varying shape.
+func writePhotos(t testing.TB, dir string, n, lo, hi int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(lo*1000+hi)))
+	for i := range n {
+		w, h := lo+rng.IntN(hi-lo+1), lo+rng.IntN(hi-lo+1)
+		img := image.NewRGBA(image.Rect(0, 0, w, h))
+		for y := range h {
+			for x := range w {
+				v := uint8(x*255/w) ^ uint8(rng.IntN(32))
+				img.Set(x, y, color.RGBA{v, uint8(y * 255 / h), uint8(i), 255})
+			}
+		}
+		p := filepath.Join(dir, fmt.Sprintf("class%d", i%3), fmt.Sprintf("img%03d.jpg", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := jpeg.Encode(f, img, &jpeg.Options{Quality: 85}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// planJSON runs prep plan --json and decodes its output.
+func planJSON(t *testing.T, args ...string) (planOutput, int, string) {
+	t.Helper()
+	stdout, stderr, code := prepRun(t, append([]string{"plan", "--json"}, args...)...)
+	var out planOutput
+	if stdout != "" {
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatalf("plan --json: %v\n%s\n%s", err, stdout, stderr)
+		}
+	}
+	return out, code, stderr
+}
+
+// TestPlanAccuracy plans a folder, converts it with the same flags, and
+// compares: the shard count must be exact, the bytes within 2% when every
+// sample has one shape and within 10% when shapes vary (the issue's
+// bounds), each inside the range plan gives.
+func TestPlanAccuracy(t *testing.T) {
+	fixedSrc, raggedSrc := t.TempDir(), t.TempDir()
+	writePhotos(t, fixedSrc, 150, 64, 160)
+	writePhotos(t, raggedSrc, 150, 48, 200)
+	for _, tc := range []struct {
+		name   string
+		src    string
+		flags  []string
+		ragged bool
+	}{
+		{"fixed hdf5", fixedSrc, []string{"--recipe", "resize=64,crop=48:random,hflip=0.5", "--copies", "2", "--shard-size", "100KiB"}, false},
+		{"fixed png tar", fixedSrc, []string{"--recipe", "resize=64,crop=48:random", "--format", "png", "--shard-size", "200KiB", "--order", "sorted"}, false},
+		// 3,000 × 12 KB is past the 32 MiB plan writes: it extrapolates
+		// from shards of 1,365 and 2,730 items.
+		{"fixed hdf5, a shard extrapolated", fixedSrc, []string{"--recipe", "resize=64,crop=64:random", "--copies", "20", "--items-per-shard", "3000"}, false},
+		{"ragged hdf5", raggedSrc, []string{"--recipe", "resize=40", "--shard-size", "150KiB"}, true},
+		{"ragged png tar", raggedSrc, []string{"--recipe", "resize=40,hflip=0.5", "--format", "png", "--copies", "2", "--items-per-shard", "40"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			flags := append([]string{"--seed", "3"}, tc.flags...)
+			dst := filepath.Join(t.TempDir(), "out")
+			plan, code, stderr := planJSON(t, append([]string{tc.src, dst, "--sample", "24", "--probe-size", "0"}, flags...)...)
+			if code != 0 {
+				t.Fatalf("plan: exit %d: %s", code, stderr)
+			}
+			if _, stderr, code := prepRun(t, append([]string{"convert", tc.src, dst}, flags...)...); code != 0 {
+				t.Fatalf("convert: exit %d: %s", code, stderr)
+			}
+			m, err := manifest.Read(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plan.Shards != len(m.Shards) || plan.ItemsPerShard != m.ItemsPerShard || plan.Items != m.Items {
+				t.Errorf("plan: %d shards of %d items, %d items; convert: %d of %d, %d", plan.Shards, plan.ItemsPerShard, plan.Items, len(m.Shards), m.ItemsPerShard, m.Items)
+			}
+			if plan.Sample.Fixed == tc.ragged {
+				t.Errorf("plan says fixed=%v for a recipe whose samples vary=%v", plan.Sample.Fixed, tc.ragged)
+			}
+			bound := 0.02
+			if tc.ragged {
+				bound = 0.10
+			}
+			rel := (plan.Bytes.Mean - float64(m.Bytes)) / float64(m.Bytes)
+			t.Logf("%s: plan %.0f bytes (%.0f–%.0f), convert %d: %+.2f%%", tc.name, plan.Bytes.Mean, plan.Bytes.Low, plan.Bytes.High, m.Bytes, 100*rel)
+			if math.Abs(rel) > bound {
+				t.Errorf("plan %.0f bytes, convert %d: off by %+.2f%%, bound %.0f%%", plan.Bytes.Mean, m.Bytes, 100*rel, 100*bound)
+			}
+			if got := float64(m.Bytes); got < plan.Bytes.Low || got > plan.Bytes.High {
+				t.Errorf("convert's %d bytes fall outside plan's range %.0f–%.0f", m.Bytes, plan.Bytes.Low, plan.Bytes.High)
+			}
+			if !tc.ragged && plan.Samples != float64(m.Samples) {
+				t.Errorf("plan %.1f samples, convert %d", plan.Samples, m.Samples)
+			}
+		})
+	}
+}
+
+// TestPlanVerdict checks the exit codes: 0 when the shards fit and the
+// disk feeds --need, 4 when a goal is missed, 2 for bad flags.
+func TestPlanVerdict(t *testing.T) {
+	src := "../../testdata/images"
+	dst := filepath.Join(t.TempDir(), "out")
+	flags := []string{"--recipe", "resize=64,crop=48:random", "--items-per-shard", "4", "--probe-size", "4MiB"}
+
+	ok, code, stderr := planJSON(t, append([]string{src, dst, "--need", "100/s"}, flags...)...)
+	if code != 0 || !ok.Verdict.OK || ok.Verdict.Fits == nil || !*ok.Verdict.Fits || ok.Verdict.Feeds == nil || !*ok.Verdict.Feeds {
+		t.Fatalf("a small run on a local disk: exit %d, verdict %+v: %s", code, ok.Verdict, stderr)
+	}
+	if ok.Disk == nil || ok.Disk.Read == nil || ok.Disk.Read.Bytes != 4<<20 || ok.Disk.Read.MBps <= 0 || ok.Disk.FreeBytes <= 0 {
+		t.Errorf("disk measurement %+v", ok.Disk)
+	}
+	if left, err := os.ReadDir(filepath.Dir(dst)); err != nil || len(left) != 0 {
+		t.Errorf("plan left %d files beside DST (%v): it must write nothing that stays", len(left), err)
+	}
+	if n := ok.Need; n == nil || n.SamplesPerSec != 100 || math.Abs(n.MBps-100*ok.Bytes.Mean/ok.Samples/1e6) > 1e-9 {
+		t.Errorf("need %+v for 100/s of %.0f-byte samples", ok.Need, ok.Bytes.Mean/ok.Samples)
+	}
+
+	// 10^9 samples/s of 7 KB: no disk reads 7 TB/s.
+	slow, code, _ := planJSON(t, append([]string{src, dst, "--need", "1000000000/s", "--disk", "pd-balanced"}, flags...)...)
+	if code != exitThreshold || slow.Verdict.OK || slow.Verdict.Feeds == nil || *slow.Verdict.Feeds || slow.Verdict.By != "--disk pd-balanced" {
+		t.Errorf("an impossible need: exit %d, verdict %+v", code, slow.Verdict)
+	}
+	// A preset from a disk type: pd-ssd large enough reads 1,258 MB/s.
+	fast, code, stderr := planJSON(t, append([]string{src, dst, "--need", "resnet50-8xa100", "--disk", "pd-ssd"}, flags...)...)
+	if code != 0 || fast.Need.Name != "resnet50-8xa100" || fast.Need.SamplesPerSec != 16621 || fast.Verdict.Feeds == nil || !*fast.Verdict.Feeds {
+		t.Errorf("resnet50-8xa100 of 48×48 samples from pd-ssd: exit %d, need %+v, verdict %+v: %s", code, fast.Need, fast.Verdict, stderr)
+	}
+	_, stderr, code = prepRun(t, append([]string{"plan", src, dst, "--need", "1000000/s", "--disk", "pd-standard"}, flags...)...)
+	if code != exitThreshold || !strings.Contains(stderr, "--disk pd-standard reads slower than") {
+		t.Errorf("a million samples/s from pd-standard: exit %d: %s", code, stderr)
+	}
+
+	for _, bad := range [][]string{
+		{src, "--need", "fast"},
+		{src, "--disk", "floppy"},
+		{src, "--sample", "0"},
+		{src, "--probe-size", "lots"},
+		{},
+		{src, dst, "extra"},
+	} {
+		if _, stderr, code := prepRun(t, append([]string{"plan"}, bad...)...); code != exitUsage {
+			t.Errorf("plan %q: exit %d, want %d: %s", bad, code, exitUsage, stderr)
+		}
+	}
+}
+
+// TestPlanJudge checks the verdict on shards that do not fit.
+func TestPlanJudge(t *testing.T) {
+	for _, tc := range []struct {
+		free  int64
+		read  float64
+		need  float64
+		fits  bool
+		feeds bool
+	}{
+		{free: 1000, read: 500, need: 100, fits: true, feeds: true},
+		{free: 999, read: 500, need: 100, fits: false, feeds: true},
+		{free: 1000, read: 99, need: 100, fits: true, feeds: false},
+	} {
+		o := &planOutput{Estimate: &convert.Estimate{Bytes: convert.Span{Mean: 900, Low: 800, High: 1000}},
+			Need: &planNeed{SamplesPerSec: 1, MBps: tc.need}, Disk: &planDisk{Dir: "d", FreeBytes: tc.free, Read: &bench.DiskRead{MBps: tc.read}}}
+		o.judge()
+		if *o.Verdict.Fits != tc.fits || *o.Verdict.Feeds != tc.feeds || o.Verdict.OK != (tc.fits && tc.feeds) {
+			t.Errorf("%+v: verdict fits %v feeds %v ok %v", tc, *o.Verdict.Fits, *o.Verdict.Feeds, o.Verdict.OK)
+		}
+		if !o.Verdict.OK && o.failure() == "" {
+			t.Errorf("%+v: no reason given", tc)
+		}
+	}
+}
