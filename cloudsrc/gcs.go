@@ -7,9 +7,11 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -98,7 +100,9 @@ func (o *Opener) gcs(_ context.Context, b, prefix string) (*GCS, error) {
 		bucket: c.Bucket(b).Retryer(storage.WithPolicy(storage.RetryNever)),
 		uploads: c.Bucket(b).Retryer(
 			storage.WithPolicy(storage.RetryAlways),
-			storage.WithBackoff(o.backoff()),
+			// uploadRetries makes the pauses, so that the watchdog
+			// knows them; the library's own is next to nothing.
+			storage.WithBackoff(gax.Backoff{Initial: time.Nanosecond, Max: time.Nanosecond, Multiplier: 1}),
 		),
 		name:   b,
 		prefix: prefix,
@@ -382,7 +386,11 @@ func retryWait(ctx context.Context, err error, tries, attempts int, bo *gax.Back
 	if tries >= attempts {
 		return &exhaustedError{tries: tries, err: err}
 	}
-	t := time.NewTimer(bo.Pause())
+	pause := bo.Pause()
+	if d := retryAfter(err); d > pause {
+		pause = d
+	}
+	t := time.NewTimer(pause)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -390,6 +398,27 @@ func retryWait(ctx context.Context, err error, tries, attempts int, bo *gax.Back
 	case <-t.C:
 		return nil
 	}
+}
+
+// maxRetryAfter caps the wait a server may ask for, so that a bad header
+// cannot hold a run for long.
+const maxRetryAfter = 30 * time.Second
+
+// retryAfter is the wait a 429 or 503 answer asks for in its Retry-After
+// header (seconds or an HTTP date), capped at maxRetryAfter; 0 if none.
+func retryAfter(err error) time.Duration {
+	var ge *googleapi.Error
+	if !errors.As(err, &ge) || ge.Code != http.StatusTooManyRequests && ge.Code != http.StatusServiceUnavailable {
+		return 0
+	}
+	v := ge.Header.Get("Retry-After")
+	var d time.Duration
+	if secs, err := strconv.Atoi(v); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = time.Until(t)
+	}
+	return max(0, min(d, maxRetryAfter))
 }
 
 // exhaustedError is a retryable failure that lasted through every attempt.
@@ -433,7 +462,8 @@ func (w *watchdog) arm() {
 }
 
 // kick restarts the countdown of an armed watchdog at d plus grace: the
-// call it guards showed progress. It may be called from any goroutine.
+// call it guards showed progress, and may wait grace before its next
+// request. It may be called from any goroutine.
 func (w *watchdog) kick(grace time.Duration) {
 	w.mu.Lock()
 	if w.armed && w.ctx.Err() == nil {
@@ -549,7 +579,17 @@ func gcsErr(uri, bucket string, write bool, err error) error {
 		}
 		return &Error{URI: uri, Code: ge.Code, Err: err, Msg: fmt.Sprintf("%d %s", ge.Code, msg)}
 	}
-	return &Error{URI: uri, Err: err, Msg: firstLine(err.Error())}
+	return &Error{URI: uri, Err: err, Msg: firstLine(cause(err).Error())}
+}
+
+// cause drops the request line (method and a URL hundreds of characters
+// long) of a transport error: the Error names the object already.
+func cause(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err
+	}
+	return err
 }
 
 func firstLine(s string) string {

@@ -2,6 +2,7 @@ package cloudsrc
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -12,11 +13,14 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"cloud.google.com/go/storage"
+	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/googleapi"
 )
 
@@ -53,7 +57,9 @@ func (o *Opener) openGCSSink(ctx context.Context, uri string) (*GCSSink, error) 
 	if err := os.MkdirAll(o.staging(), 0o755); err != nil {
 		return nil, fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
 	}
-	dir, err := os.MkdirTemp(o.staging(), "prep-staging-")
+	stage := stagingPrefix("gs://" + b + "/" + prefix)
+	removeStaleStaging(o.staging(), stage)
+	dir, err := os.MkdirTemp(o.staging(), stage+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
 	}
@@ -64,6 +70,52 @@ func (o *Opener) openGCSSink(ctx context.Context, uri string) (*GCSSink, error) 
 		sem:  make(chan struct{}, o.uploads()),
 		last: map[string]chan struct{}{},
 	}, nil
+}
+
+// stagingPrefix begins the name of every staging folder of a run into
+// dest from this host; the run's pid and a random suffix follow it. The
+// host is in the hash because PREP_STAGING may be shared between machines,
+// and a pid says something only on its own host.
+func stagingPrefix(dest string) string {
+	host, _ := os.Hostname()
+	h := sha256.Sum256([]byte(host + "\n" + dest))
+	return fmt.Sprintf("prep-staging-%x-", h[:6])
+}
+
+// removeStaleStaging removes the staging folders under staging that runs
+// into the same destination from this host left when they were killed:
+// those whose pid is gone. Other tasks of a distributed run on this host
+// are alive, and other destinations' folders are not named with prefix,
+// so neither is touched. It is best effort: a folder that cannot be
+// removed costs disk space only, and the run goes on.
+func removeStaleStaging(staging, prefix string) {
+	entries, err := os.ReadDir(staging)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		if pid, err := strconv.Atoi(pidText); err == nil && pid != os.Getpid() && processGone(pid) {
+			os.RemoveAll(filepath.Join(staging, e.Name()))
+		}
+	}
+}
+
+// processGone reports whether no process pid runs on this host. Where
+// that cannot be told, the process counts as alive.
+func processGone(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	return errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }
 
 // Dir is the local staging folder.
@@ -167,8 +219,11 @@ func (s *GCSSink) Close() error {
 // times by the storage library, in place, while it fails with 429, 5xx or
 // a connection error; the count starts again once a request succeeds.
 // This loop starts the whole upload over, also up to Attempts times, only
-// for what the library cannot retry: bytes that arrived changed, or an
-// attempt that stalled (no answer and no bytes accepted for Opener.Timeout).
+// for what the library cannot retry: bytes that arrived changed, an
+// attempt that stalled (no answer and no bytes accepted for Opener.Timeout),
+// or a connection that failed while the reply was read (the library reads
+// it after its retries are over; the object may be stored already, and
+// sending the same bytes under the same name again is safe).
 // cond, when set, makes each attempt conditional (a precondition that
 // fails answers 412, which is not retried).
 func (s *GCSSink) upload(local, name string, sum *fileSum, cond *storage.Conditions) error {
@@ -182,11 +237,11 @@ func (s *GCSSink) upload(local, name string, sum *fileSum, cond *storage.Conditi
 	}
 	bo := s.g.o.backoff()
 	for tries := 1; ; tries++ {
-		err := s.uploadOnce(local, name, sum.crc, sum.size, cond)
+		err := s.uploadOnce(local, name, *sum, cond, tries > 1)
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, errCorrupt) && !errors.Is(err, errStalled) {
+		if !retryUpload(err) {
 			return gcsErr(uri, s.g.name, true, err)
 		}
 		if err := retryWait(s.ctx, err, tries, s.g.o.attempts(), &bo); err != nil {
@@ -199,40 +254,81 @@ func (s *GCSSink) upload(local, name string, sum *fileSum, cond *storage.Conditi
 	}
 }
 
+// retryUpload reports whether an upload attempt that failed with err is
+// worth starting over: a retryable error the library did not already
+// retry Attempts times.
+func retryUpload(err error) bool {
+	var xe *exhaustedError
+	if errors.As(err, &xe) {
+		return false
+	}
+	return errors.Is(err, errCorrupt) || errors.Is(err, errStalled) || storage.ShouldRetry(err)
+}
+
 // uploadRetries is the storage library's retry decision for the requests
 // of one upload attempt. The library calls it after every answer (nil
 // error for a success) and every connection error. It bounds the library's
 // retries of one request to attempts, which the library itself does not
 // for uploads (it retries a one-request upload until its context ends),
-// and tells the watchdog that the server is answering: a server that
-// answers errors has not stalled.
+// and makes the backoff pause itself, with the watchdog held off for just
+// that pause: a server that answers errors has not stalled, and the next
+// request gets Timeout, no more. (The library's own pause is near zero.)
 type uploadRetries struct {
 	dog      *watchdog
-	grace    time.Duration // the longest backoff pause before the next try
+	bo       gax.Backoff
 	attempts int
 
 	mu        sync.Mutex
 	failed    int  // failed tries of the current request
+	retried   bool // a request was sent again: an earlier one may have landed
 	exhausted bool // the library gave up on a request because of attempts
 }
 
 func (u *uploadRetries) shouldRetry(err error) bool {
-	u.dog.kick(u.grace)
+	pause, retry := u.decide(err)
+	if !retry {
+		u.dog.kick(0)
+		return false
+	}
+	u.dog.kick(pause)
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-u.dog.ctx.Done():
+		return false
+	}
+	u.dog.kick(0)
+	return true
+}
+
+// decide counts err against the current request's attempts and returns
+// the pause before the next try, if there is one.
+func (u *uploadRetries) decide(err error) (time.Duration, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if err == nil {
 		u.failed = 0 // a request succeeded: the next one has its own tries
-		return false
+		u.bo = gax.Backoff{Initial: u.bo.Initial, Max: u.bo.Max, Multiplier: u.bo.Multiplier}
+		return 0, false
 	}
 	if u.dog.ctx.Err() != nil || !storage.ShouldRetry(err) {
-		return false
+		return 0, false
 	}
 	u.failed++
 	if u.failed >= u.attempts {
 		u.exhausted = true
-		return false
+		return 0, false
 	}
-	return true
+	u.retried = true
+	return u.bo.Pause(), true
+}
+
+// sentAgain reports whether a request of this attempt was sent twice.
+func (u *uploadRetries) sentAgain() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.retried
 }
 
 // result wraps the error that ended an upload attempt as exhausted when
@@ -266,7 +362,12 @@ func fileCRC32C(name string) (uint32, int64, error) {
 // uploadOnce makes one upload attempt. The server checks the CRC32C sent
 // with the object and refuses a mismatch; the stored object's CRC32C is
 // compared again after Close.
-func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64, cond *storage.Conditions) error {
+//
+// A create-only attempt (cond) that finds the name taken (412) after an
+// earlier request of this upload may have landed (retried) checks whether
+// the object there is its own: the same CRC32C and size mean success.
+func (s *GCSSink) uploadOnce(local, name string, sum fileSum, cond *storage.Conditions, retried bool) error {
+	crc, size := sum.crc, sum.size
 	f, err := os.Open(local)
 	if err != nil {
 		return err
@@ -275,7 +376,7 @@ func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64, cond *s
 	bo := s.g.o.backoff()
 	dog := newWatchdog(s.ctx, s.g.o.timeout())
 	defer dog.stop()
-	retries := &uploadRetries{dog: dog, grace: bo.Max, attempts: s.g.o.attempts()}
+	retries := &uploadRetries{dog: dog, bo: bo, attempts: s.g.o.attempts()}
 	obj := s.g.uploads.Object(s.g.prefix + name).Retryer(storage.WithErrorFunc(retries.shouldRetry))
 	if cond != nil {
 		obj = obj.If(*cond)
@@ -333,6 +434,9 @@ func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64, cond *s
 		// Cloud Storage refused bytes that differ from the checksum.
 		return fmt.Errorf("%w: %s", errCorrupt, firstLine(ge.Message))
 	}
+	if cond != nil && isPreconditionFailed(err) && (retried || retries.sentAgain()) {
+		return s.checkOwn(name, sum, err)
+	}
 	if err != nil {
 		return retries.result(err)
 	}
@@ -342,11 +446,34 @@ func (s *GCSSink) uploadOnce(local, name string, crc uint32, size int64, cond *s
 	return nil
 }
 
+func isPreconditionFailed(err error) bool {
+	var ge *googleapi.Error
+	return errors.As(err, &ge) && ge.Code == http.StatusPreconditionFailed
+}
+
+// checkOwn returns nil when the object name holds sum, and conflict (the
+// 412 that made it look) otherwise.
+func (s *GCSSink) checkOwn(name string, sum fileSum, conflict error) error {
+	bo := s.g.o.backoff()
+	for tries := 1; ; tries++ {
+		a, err := s.g.bucket.Object(s.g.prefix + name).Attrs(s.ctx)
+		if err == nil {
+			if a.CRC32C == sum.crc && a.Size == sum.size {
+				return nil
+			}
+			return conflict
+		}
+		if err := retryWait(s.ctx, err, tries, s.g.o.attempts(), &bo); err != nil {
+			return err
+		}
+	}
+}
+
 // PublishNew uploads Dir()/tmp as name on condition that no object of
 // that name exists (ifGenerationMatch=0): Cloud Storage applies the
 // condition atomically, so of tasks racing to create name exactly one
 // succeeds. An attempt retried after its answer was lost finds its own
-// object and reports fs.ErrExist; the caller compares what it finds.
+// object (the same CRC32C and size) and reports success.
 func (s *GCSSink) PublishNew(ctx context.Context, tmp, name string) error {
 	local := filepath.Join(s.dir, tmp)
 	defer os.Remove(local)
@@ -354,8 +481,7 @@ func (s *GCSSink) PublishNew(ctx context.Context, tmp, name string) error {
 		return err
 	}
 	err := s.upload(local, name, nil, &storage.Conditions{DoesNotExist: true})
-	var ge *googleapi.Error
-	if errors.As(err, &ge) && ge.Code == http.StatusPreconditionFailed {
+	if isPreconditionFailed(err) {
 		return fmt.Errorf("create %s: %w", s.objectURI(name), fs.ErrExist)
 	}
 	return err

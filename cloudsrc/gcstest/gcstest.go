@@ -7,7 +7,9 @@ package gcstest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -108,12 +110,27 @@ type Proxy struct {
 	// Unavailable answers 503 to every request whose path contains it,
 	// as a backend that never recovers. "": none.
 	Unavailable string
+	// CutReplyEvery forwards upload requests (counted among uploads, as
+	// CorruptEvery counts them) to the server, so the object is stored,
+	// then cuts the reply of the first and every CutReplyEvery-th after
+	// it: its headers and half its body are sent and the connection is
+	// reset. 0: none.
+	CutReplyEvery int
+	// StallReplyPath holds the reply of every request whose path contains
+	// it for Stall after its headers and half its body. "": none.
+	StallReplyPath string
+	// RetryAfter, when set, is sent as Retry-After (in whole seconds)
+	// with every 429 and 503 answer.
+	RetryAfter time.Duration
 	// OnResponse, when set, sees each answer the server gives before the
 	// client does (the object is stored by then, for an upload).
 	OnResponse func(*http.Response)
 
-	n, uploads, failed, stalled, corrupted, refused atomic.Int64
+	n, uploads, replies, failed, stalled, corrupted, refused, cut atomic.Int64
 }
+
+// Cut counts the replies cut by CutReplyEvery.
+func (p *Proxy) Cut() int64 { return p.cut.Load() }
 
 // Refused counts the requests answered by Forbid, Unauthorized or
 // Unavailable.
@@ -140,7 +157,8 @@ func (p *Proxy) Handler(target *url.URL) http.Handler {
 		if p.OnResponse != nil {
 			p.OnResponse(resp)
 		}
-		if resp.Request.Context().Value(stallKey{}) != nil {
+		if resp.Request.Context().Value(stallKey{}) != nil ||
+			p.StallReplyPath != "" && strings.Contains(resp.Request.URL.Path, p.StallReplyPath) {
 			resp.Body = &stallingBody{rc: resp.Body, ctx: resp.Request.Context(),
 				after: resp.ContentLength / 2, d: p.Stall}
 		}
@@ -165,7 +183,7 @@ func (p *Proxy) Handler(target *url.URL) http.Handler {
 			if f.path != "" && strings.Contains(r.URL.Path, f.path) {
 				p.refused.Add(1)
 				io.Copy(io.Discard, r.Body)
-				writeError(w, f.code, f.msg)
+				p.writeError(w, f.code, f.msg)
 				return
 			}
 		}
@@ -174,9 +192,9 @@ func (p *Proxy) Handler(target *url.URL) http.Handler {
 			p.failed.Add(1)
 			io.Copy(io.Discard, r.Body)
 			if (n/int64(p.FailEvery))%2 == 0 {
-				writeError(w, http.StatusTooManyRequests, "rate limit exceeded")
+				p.writeError(w, http.StatusTooManyRequests, "rate limit exceeded")
 			} else {
-				writeError(w, http.StatusServiceUnavailable, "backend unavailable")
+				p.writeError(w, http.StatusServiceUnavailable, "backend unavailable")
 			}
 			return
 		}
@@ -208,12 +226,41 @@ func (p *Proxy) Handler(target *url.URL) http.Handler {
 			p.corrupted.Add(1)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
+		if p.CutReplyEvery > 0 && upload && (p.replies.Add(1)-1)%int64(p.CutReplyEvery) == 0 {
+			p.cut.Add(1)
+			cutReply(w, r, rp)
+			return
+		}
 		rp.ServeHTTP(w, r)
 	})
 }
 
+// cutReply forwards r, then sends the headers and half the body of the
+// reply and resets the connection, as a link that fails while the client
+// reads the answer to a request the server has carried out.
+func cutReply(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	body := rec.Body.Bytes()
+	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
+		rec.Code, http.StatusText(rec.Code), rec.Header().Get("Content-Type"), len(body))
+	buf.Write(body[:len(body)/2])
+	buf.Flush()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0) // close with RST: "connection reset by peer"
+	}
+}
+
 // writeError answers in the JSON error shape of the GCS API.
-func writeError(w http.ResponseWriter, code int, msg string) {
+func (p *Proxy) writeError(w http.ResponseWriter, code int, msg string) {
+	if p.RetryAfter > 0 && (code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(p.RetryAfter/time.Second)))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	io.WriteString(w, `{"error":{"code":`+strconv.Itoa(code)+`,"message":"`+msg+`","errors":[{"message":"`+msg+`"}]}}`)

@@ -82,3 +82,26 @@ func TestBenchReadGCSFlags(t *testing.T) {
 		t.Errorf("--io-timeout -1s: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestConvertGCSCutReplies converts to a bucket through a proxy that
+// resets the connection while the reply to every third upload is read,
+// after the server stored it, the destination lock's create-only upload
+// first: each is sent again, the lock is found to be this run's own, and
+// the objects equal a local run's files.
+func TestConvertGCSCutReplies(t *testing.T) {
+	srv, direct := photoServer(t)
+	flags := []string{"--recipe", demoRecipe, "--seed", "9", "--copies", "2", "--items-per-shard", "5"}
+	local := t.TempDir()
+	if _, stderr, code := prepRun(t, append([]string{"convert", "../../testdata/images", local}, flags...)...); code != 0 {
+		t.Fatalf("local run: exit %d: %s", code, stderr)
+	}
+	proxy := &gcstest.Proxy{CutReplyEvery: 3}
+	srv.Use(t, proxy)
+	if _, stderr, code := prepRun(t, append([]string{"convert", "gs://raw/photos", "gs://out/cut", "--io-timeout", "2s"}, flags...)...); code != 0 {
+		t.Fatalf("run through cut replies: exit %d: %s", code, stderr)
+	}
+	if proxy.Cut() < 2 {
+		t.Fatalf("proxy cut %d replies, want several", proxy.Cut())
+	}
+	sameSet(t, "gs://out/cut", bucketFiles(t, direct, "out", "cut"), readDir(t, local))
+}
