@@ -370,7 +370,7 @@ func printManifest(w io.Writer, m *manifest.Manifest) {
 		for _, d := range s.Datasets {
 			ds = append(ds, fmt.Sprintf("%s %s%v@%d", d.Name, d.DType, d.Shape, d.Offset))
 		}
-		fmt.Fprintf(w, "  %s  %d samples  %s  %s\n", s.File, s.Count, humanBytes(s.Bytes), strings.Join(ds, "  "))
+		fmt.Fprintf(w, "  %s  %s  %s  %s\n", s.File, count(s.Count, "sample"), humanBytes(s.Bytes), strings.Join(ds, "  "))
 	}
 	for _, k := range firstSkipped(m.Skipped, 20) {
 		fmt.Fprintf(w, "  skipped %s: %s\n", k.Key, k.Reason)
@@ -412,7 +412,7 @@ func inspectShard(w io.Writer, path string, jsonOut bool) error {
 			samples = ds[i].Shape[0]
 		}
 		if !jsonOut {
-			fmt.Fprintf(w, "%s: %d samples, prep %s, seed %d\nrecipe: %s\n", filepath.Base(path), samples, meta.Version, meta.Seed, orNone(meta.Recipe))
+			fmt.Fprintf(w, "%s: %s, prep %s, seed %d\nrecipe: %s\n", filepath.Base(path), count(samples, "sample"), meta.Version, meta.Seed, orNone(meta.Recipe))
 			if len(meta.Classes) > 0 {
 				fmt.Fprintf(w, "classes (%d): %s\n", len(meta.Classes), strings.Join(first(meta.Classes, 20), ", "))
 			}
@@ -440,7 +440,7 @@ func inspectShard(w io.Writer, path string, jsonOut bool) error {
 			return err
 		}
 		if !jsonOut {
-			fmt.Fprintf(w, "%s: %d samples, %s, sha256 %s\nfirst sample %s: members %s, %s%v", s.File, s.Count, humanBytes(s.Bytes), s.SHA256, s.Key, strings.Join(s.Members, " "), s.DType, s.Shape)
+			fmt.Fprintf(w, "%s: %s, %s, sha256 %s\nfirst sample %s: members %s, %s%v", s.File, count(s.Count, "sample"), humanBytes(s.Bytes), s.SHA256, s.Key, strings.Join(s.Members, " "), s.DType, s.Shape)
 			if s.Rate > 0 {
 				fmt.Fprintf(w, " at %d Hz", s.Rate)
 			}
