@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"hash/crc32"
+	"math"
 	"strings"
 )
 
@@ -71,13 +72,34 @@ func (t Tensor) Len() int {
 	return n
 }
 
-// Validate checks that Data holds exactly Shape × itemsize bytes.
+// Validate checks that Data holds exactly Shape × itemsize bytes. As
+// numpy does, it refuses a negative dimension and a shape whose non-zero
+// dimensions times the item size overflow, empty or not: a decoder of
+// untrusted bytes may read either (an npy member of shape (-2, -3) and 6
+// bytes, or (2^62, 4, 0) and none, have the right product), and what
+// consumes a tensor trusts its shape.
 func (t Tensor) Validate() error {
 	size := t.DType.Size()
 	if size == 0 {
 		return fmt.Errorf("unknown dtype %q", t.DType)
 	}
-	if want := t.Len() * size; want != len(t.Data) {
+	want, zero := size, false
+	for _, d := range t.Shape {
+		switch {
+		case d < 0:
+			return fmt.Errorf("shape %v has a negative dimension", t.Shape)
+		case d == 0:
+			zero = true
+		case want > math.MaxInt/d:
+			return fmt.Errorf("shape %v of %s is too large for any array", t.Shape, t.DType)
+		default:
+			want *= d
+		}
+	}
+	if zero {
+		want = 0
+	}
+	if want != len(t.Data) {
 		return fmt.Errorf("shape %v of %s needs %d bytes, have %d", t.Shape, t.DType, want, len(t.Data))
 	}
 	return nil

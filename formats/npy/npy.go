@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"unicode/utf8"
 
@@ -26,7 +27,7 @@ func Parse(data []byte) (formats.Tensor, error) {
 		return formats.Tensor{}, err
 	}
 	size := h.dtype.Size()
-	n, ok := elements(h.shape)
+	n, ok := elements(h.shape, size)
 	hi, want := bits.Mul64(n, uint64(size))
 	if !ok || hi != 0 || want > uint64(len(body)) {
 		if !ok || hi != 0 {
@@ -94,21 +95,25 @@ func readHeader(data []byte) (*header, []byte, error) {
 	return h, data[start+hlen:], nil
 }
 
-// elements returns the product of shape, and false if it overflows.
-func elements(shape []int) (uint64, bool) {
-	n := uint64(1)
-	overflow := false
+// elements returns the product of shape, and false where its non-zero
+// dimensions times size bytes exceed the largest int: numpy refuses such
+// shapes, empty or not, and so does formats.Tensor.Validate.
+func elements(shape []int, size int) (uint64, bool) {
+	nbytes, zero := size, false
 	for _, d := range shape {
-		if d == 0 {
-			return 0, true
+		switch {
+		case d == 0:
+			zero = true
+		case nbytes > math.MaxInt/d:
+			return 0, false
+		default:
+			nbytes *= d
 		}
-		hi, lo := bits.Mul64(n, uint64(d))
-		if hi != 0 || lo > 1<<62 {
-			overflow = true
-		}
-		n = lo
 	}
-	return n, !overflow
+	if zero {
+		return 0, true
+	}
+	return uint64(nbytes / size), true
 }
 
 // fortranToC returns the C-order copy of a Fortran-order array: it walks
