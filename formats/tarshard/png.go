@@ -2,6 +2,7 @@ package tarshard
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"image"
 	"image/png"
@@ -88,8 +89,14 @@ func (e *pngEncoder) encode(pix []byte, h, w, c int) ([]byte, error) {
 	return e.out.Bytes(), nil
 }
 
+// maxDeflateRatio bounds what deflate can expand to (about 1032:1).
+const maxDeflateRatio = 1032
+
 // decodePNG returns the pixels of a grey or RGB PNG as (H,W,1) or (H,W,3).
 func decodePNG(b []byte) (formats.Tensor, error) {
+	if err := checkPNGSize(b); err != nil {
+		return formats.Tensor{}, err
+	}
 	m, err := png.Decode(bytes.NewReader(b))
 	if err != nil {
 		return formats.Tensor{}, err
@@ -115,4 +122,33 @@ func decodePNG(b []byte) (formats.Tensor, error) {
 		return formats.Tensor{DType: formats.Uint8, Shape: []int{h, w, 3}, Data: data}, nil
 	}
 	return formats.Tensor{}, fmt.Errorf("png colour model %T is not grey or RGB", m)
+}
+
+// checkPNGSize refuses a PNG whose header declares more pixel bytes than
+// its data could inflate to, before image/png allocates the image: a
+// 72-byte member declaring 100000×100000 RGB at 16 bits asks for 80 GB,
+// and the runtime's out-of-memory error cannot be recovered from.
+func checkPNGSize(b []byte) error {
+	if _, err := png.DecodeConfig(bytes.NewReader(b)); err != nil {
+		return err
+	}
+	// DecodeConfig checked that IHDR, of 13 bytes, comes first.
+	ihdr := b[16:29]
+	w, h := uint64(binary.BigEndian.Uint32(ihdr)), uint64(binary.BigEndian.Uint32(ihdr[4:]))
+	depth, channels := uint64(ihdr[8]), uint64(1) // grey, palette
+	switch ihdr[9] {
+	case 2: // RGB
+		channels = 3
+	case 4: // grey and alpha
+		channels = 2
+	case 6: // RGBA
+		channels = 4
+	}
+	// At least h rows of w pixels (interlacing only adds filter bytes):
+	// h × row > limit, in a form that cannot overflow.
+	row, limit := (w*channels*depth+7)/8, maxDeflateRatio*uint64(len(b))
+	if row > 0 && h > limit/row {
+		return fmt.Errorf("png declares %d×%d pixels, more than its %d bytes can hold: the member is damaged", w, h, len(b))
+	}
+	return nil
 }

@@ -232,6 +232,9 @@ func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte)
 		pad := -hdr.size & (blockSize - 1)
 		switch hdr.typ {
 		case tar.TypeXHeader, tar.TypeGNULongName:
+			if hdr.size > maxSpecial {
+				return fmt.Errorf("read tar: %s: %d bytes of PAX records or long name, over archive/tar's limit of %d", name, hdr.size, maxSpecial)
+			}
 			if int64(cap(t.ext)) < hdr.size {
 				t.ext = make([]byte, hdr.size)
 			}
@@ -283,9 +286,9 @@ func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte)
 			members[x] = body
 			t.borrowed = append(t.borrowed, x)
 		} else {
-			body := t.own(hdr.size)
-			if _, err := io.ReadFull(src, body); err != nil {
-				return fmt.Errorf("read tar member %s: %w", name, unexpected(err))
+			body, err := t.copyOut(hdr.size)
+			if err != nil {
+				return fmt.Errorf("read tar member %s: %w", name, err)
 			}
 			members[x] = body
 		}
@@ -296,6 +299,38 @@ func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte)
 }
 
 const blockSize = 512
+
+// maxSpecial bounds PAX records and GNU long names, as archive/tar does.
+const maxSpecial = 1 << 20
+
+// copyStep is the first size copyOut gives a buffer that must grow.
+const copyStep = 1 << 20
+
+// copyOut reads the next n bytes of member body into a buffer of its own,
+// as own does. A buffer too small grows as the bytes arrive, doubling
+// from copyStep, so that a header claiming gigabytes (up to MaxMember) in
+// a small, damaged tar allocates no more than copyStep or twice what the
+// tar holds. A warm Scanner's buffers are as large as the members it has
+// read, and grow no more.
+func (t *Scanner) copyOut(n int64) ([]byte, error) {
+	b, i := t.own(0), t.used-1
+	// Keep what grew for the next sample. (Reads may own more buffers,
+	// for the members keepBorrowed copies out.)
+	defer func() { t.bufs[i] = b }()
+	for int64(len(b)) < n {
+		if len(b) == cap(b) {
+			grown := make([]byte, len(b), min(n, max(2*int64(cap(b)), copyStep)))
+			copy(grown, b)
+			b = grown
+		}
+		k, err := t.src.Read(b[len(b):min(int64(cap(b)), n)])
+		b = b[:len(b)+k]
+		if err != nil {
+			return nil, unexpected(err)
+		}
+	}
+	return b, nil
+}
 
 // headerOnly reports whether entries of type typ have no data: links,
 // devices, folders and FIFOs.
