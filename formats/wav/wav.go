@@ -225,6 +225,11 @@ func parseFmt(b []byte) (formats.DType, int, int, error) {
 	if channels == 0 {
 		return "", 0, 0, errors.New("wav with zero channels")
 	}
+	// Encode refuses a rate of 0, so a file with one could be read from a
+	// shard but not written back.
+	if rate == 0 {
+		return "", 0, 0, errors.New("wav with a sample rate of 0 Hz: the fmt chunk is damaged")
+	}
 	switch {
 	case tag == formatPCM && bits == 16:
 		return formats.Int16, channels, rate, nil
