@@ -14,7 +14,7 @@ APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
 PYTHON := /usr/bin/python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test bench demo vet clean
+.PHONY: all deps build install test fuzz bench demo vet clean
 
 all: build
 
@@ -33,12 +33,34 @@ deps:
 build: deps
 	$(GO) build -o $(BIN) ./cmd/prep
 
+# install builds prep as build does (GOEXPERIMENT=simd, cgo decoders) and
+# copies it to $(DESTDIR)$(PREFIX)/bin, with sudo only for that copy when
+# the folder is not writable: `make install PREFIX=~/.local` needs no root.
+# A plain `go install` would build without GOEXPERIMENT=simd.
+PREFIX ?= /usr/local
+install: build
+	@dir="$(DESTDIR)$(PREFIX)/bin"; sudo=""; \
+	mkdir -p "$$dir" 2>/dev/null && [ -w "$$dir" ] || sudo="$(SUDO)"; \
+	$$sudo install -D -m 0755 $(BIN) "$$dir/prep" || exit 1; \
+	echo "installed $$dir/prep: \`prep version\` lists its fast paths"; \
+	[ -n "$(DESTDIR)" ] || case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) echo "$(PREFIX)/bin is not on your PATH: add it";; esac
+
 vet:
 	gofmt -l . | (! grep .) && $(GO) vet ./...
 
 test: deps vet build
 	$(GO) test -race -count=1 -timeout 15m ./...
 	PREP_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+	GO=$(GO) scripts/fuzz.sh $(FUZZTIME_TEST)
+
+# fuzz runs every Go fuzz target (scripts/fuzz.sh finds them) for FUZZTIME
+# each, one after the other: `make fuzz FUZZTIME=10m`. `make test` runs
+# each for FUZZTIME_TEST. A failing input is kept under the package's
+# testdata/fuzz/ as a regression seed, which `go test` then runs.
+FUZZTIME ?= 60s
+FUZZTIME_TEST ?= 3s
+fuzz:
+	GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
 
 # The GCS benchmarks add 20 ms to each of 2,000 requests: one round each.
 bench: build
