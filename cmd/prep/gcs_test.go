@@ -251,30 +251,19 @@ func TestBenchReadGCS(t *testing.T) {
 	}
 }
 
-func TestTaskFromEnv(t *testing.T) {
-	tests := []struct {
-		name         string
-		env          map[string]string
-		index, count int // the flags; -1 and 0 when not given
-		wantIndex    int
-		wantCount    int
-		wantErr      string // "" when it must succeed
-	}{
-		{"nothing", nil, -1, 0, 0, 1, ""},
-		{"Cloud Run", map[string]string{"CLOUD_RUN_TASK_INDEX": "2", "CLOUD_RUN_TASK_COUNT": "5"}, -1, 0, 2, 5, ""},
-		{"Cloud Batch", map[string]string{"BATCH_TASK_INDEX": "0", "BATCH_TASK_COUNT": "3"}, -1, 0, 0, 3, ""},
-		{"Indexed Job with --task-count", map[string]string{"JOB_COMPLETION_INDEX": "7"}, -1, 8, 7, 8, ""},
-		{"Indexed Job without --task-count", map[string]string{"JOB_COMPLETION_INDEX": "0"}, -1, 0, 0, 0, "JOB_COMPLETION_INDEX is set but no task count is: set --task-count"},
-		{"flags win", map[string]string{"BATCH_TASK_INDEX": "1", "BATCH_TASK_COUNT": "3"}, 4, 6, 4, 6, ""},
-		{"--task-index over the variable", map[string]string{"BATCH_TASK_INDEX": "1", "BATCH_TASK_COUNT": "3"}, 2, 0, 2, 3, ""},
-		{"--task-count over the variable", map[string]string{"CLOUD_RUN_TASK_INDEX": "1", "CLOUD_RUN_TASK_COUNT": "3"}, -1, 2, 1, 2, ""},
-		{"flags alone", nil, 1, 2, 1, 2, ""},
-		{"index past count", nil, 2, 2, 0, 0, "task index 2 is not below the task count 2"},
-		{"two engines", map[string]string{"BATCH_TASK_INDEX": "1", "BATCH_TASK_COUNT": "3", "JOB_COMPLETION_INDEX": "2"}, -1, 0, 0, 0, "both BATCH_TASK_INDEX and JOB_COMPLETION_INDEX are set"},
-		{"two engines, both flags", map[string]string{"BATCH_TASK_INDEX": "1", "JOB_COMPLETION_INDEX": "2"}, 0, 4, 0, 4, ""},
-		{"not a number", map[string]string{"CLOUD_RUN_TASK_INDEX": "x"}, -1, 0, 0, 0, `CLOUD_RUN_TASK_INDEX="x" is not a task number`},
-		{"negative", map[string]string{"BATCH_TASK_COUNT": "-3"}, -1, 0, 0, 0, `BATCH_TASK_COUNT="-3" is not a task number`},
-	}
+// taskEnvCase is one case of taskFromEnv: the engines' variables and the
+// flags given, and the task it must make of them.
+type taskEnvCase struct {
+	name         string
+	env          map[string]string
+	index, count int // the flags; -1 and 0 when not given
+	wantIndex    int
+	wantCount    int
+	wantErr      string // "" when it must succeed
+}
+
+func checkTaskFromEnv(t *testing.T, tests []taskEnvCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, v := range taskVars {
@@ -293,6 +282,25 @@ func TestTaskFromEnv(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestTaskFromEnv(t *testing.T) {
+	checkTaskFromEnv(t, []taskEnvCase{
+		{"nothing", nil, -1, 0, 0, 1, ""},
+		{"Cloud Run", map[string]string{"CLOUD_RUN_TASK_INDEX": "2", "CLOUD_RUN_TASK_COUNT": "5"}, -1, 0, 2, 5, ""},
+		{"Cloud Batch", map[string]string{"BATCH_TASK_INDEX": "0", "BATCH_TASK_COUNT": "3"}, -1, 0, 0, 3, ""},
+		{"Indexed Job with --task-count", map[string]string{"JOB_COMPLETION_INDEX": "7"}, -1, 8, 7, 8, ""},
+		{"Indexed Job without --task-count", map[string]string{"JOB_COMPLETION_INDEX": "0"}, -1, 0, 0, 0, "JOB_COMPLETION_INDEX is set but no task count is: set --task-count"},
+		{"flags win", map[string]string{"BATCH_TASK_INDEX": "1", "BATCH_TASK_COUNT": "3"}, 4, 6, 4, 6, ""},
+		{"--task-index over the variable", map[string]string{"BATCH_TASK_INDEX": "1", "BATCH_TASK_COUNT": "3"}, 2, 0, 2, 3, ""},
+		{"--task-count over the variable", map[string]string{"CLOUD_RUN_TASK_INDEX": "1", "CLOUD_RUN_TASK_COUNT": "3"}, -1, 2, 1, 2, ""},
+		{"flags alone", nil, 1, 2, 1, 2, ""},
+		{"index past count", nil, 2, 2, 0, 0, "task index 2 is not below the task count 2"},
+		{"two engines", map[string]string{"BATCH_TASK_INDEX": "1", "BATCH_TASK_COUNT": "3", "JOB_COMPLETION_INDEX": "2"}, -1, 0, 0, 0, "both BATCH_TASK_INDEX and JOB_COMPLETION_INDEX are set"},
+		{"two engines, both flags", map[string]string{"BATCH_TASK_INDEX": "1", "JOB_COMPLETION_INDEX": "2"}, 0, 4, 0, 4, ""},
+		{"not a number", map[string]string{"CLOUD_RUN_TASK_INDEX": "x"}, -1, 0, 0, 0, `CLOUD_RUN_TASK_INDEX="x" is not a task number`},
+		{"negative", map[string]string{"BATCH_TASK_COUNT": "-3"}, -1, 0, 0, 0, `BATCH_TASK_COUNT="-3" is not a task number`},
+	})
 	// The CLI: exit 2, one line naming the flag.
 	t.Setenv("JOB_COMPLETION_INDEX", "0")
 	_, stderr, code := prepRun(t, "convert", "../../testdata/images", t.TempDir())

@@ -30,14 +30,7 @@ func TestTaskFromSlurm(t *testing.T) {
 	slurm := func(id, min, max, count string) map[string]string {
 		return map[string]string{"SLURM_ARRAY_TASK_ID": id, "SLURM_ARRAY_TASK_MIN": min, "SLURM_ARRAY_TASK_MAX": max, "SLURM_ARRAY_TASK_COUNT": count}
 	}
-	tests := []struct {
-		name         string
-		env          map[string]string
-		index, count int // the flags; -1 and 0 when not given
-		wantIndex    int
-		wantCount    int
-		wantErr      string // "" when it must succeed
-	}{
+	checkTaskFromEnv(t, []taskEnvCase{
 		{"array from 0", slurm("3", "0", "15", "16"), -1, 0, 3, 16, ""},
 		{"array from 1", slurm("1", "1", "16", "16"), -1, 0, 0, 16, ""},
 		{"last of an array from 1", slurm("16", "1", "16", "16"), -1, 0, 15, 16, ""},
@@ -51,25 +44,7 @@ func TestTaskFromSlurm(t *testing.T) {
 		{"bad MIN", slurm("1", "one", "16", "16"), -1, 0, 0, 0, `SLURM_ARRAY_TASK_MIN="one" is not a task id`},
 		{"not a number", slurm("x", "0", "15", "16"), -1, 0, 0, 0, `SLURM_ARRAY_TASK_ID="x" is not a task number`},
 		{"Slurm and Batch", map[string]string{"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_COUNT": "2", "BATCH_TASK_INDEX": "1", "BATCH_TASK_COUNT": "2"}, -1, 0, 0, 0, "both BATCH_TASK_INDEX and SLURM_ARRAY_TASK_ID are set"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			for _, v := range taskVars {
-				t.Setenv(v, tt.env[v])
-			}
-			i, c, err := taskFromEnv(tt.index, tt.count)
-			if tt.wantErr != "" {
-				var ue usageError
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
-					t.Fatalf("got %d/%d, %v; want the usage error %q", i, c, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil || i != tt.wantIndex || c != tt.wantCount {
-				t.Fatalf("got %d/%d, %v; want %d/%d", i, c, err, tt.wantIndex, tt.wantCount)
-			}
-		})
-	}
+	})
 }
 
 // TestNoMerge: with --no-merge no task writes manifest.json, even the
