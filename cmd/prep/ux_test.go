@@ -414,7 +414,7 @@ func TestProgressCountsSkipped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, stderr, err := execute(t, "convert", src, t.TempDir(), "--recipe", "resize=16", "--copies", "2", "--workers", "1")
+	_, stderr, err := execute(t, "convert", src, t.TempDir(), "--recipe", "resize=16", "--copies", "2", "--workers", "1", "--max-skipped", "100%")
 	if err != nil {
 		t.Fatal(err)
 	}

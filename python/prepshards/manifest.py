@@ -176,7 +176,9 @@ def dataset_id(raw):
     text = "prep-dataset-id\n"
     text += f"format_version={raw.get('format_version') or 1}\nrecipe={raw.get('recipe', '')}\n"
     text += f"seed={raw.get('seed', 0)}\norder={raw.get('order') or 'sorted'}\n"
-    text += "".join(f"shard={s['index']}:{s.get('sha256', '')}\n" for s in raw.get("shards") or [])
+    # A hand-written manifest may leave out index: a shard's place is its index.
+    text += "".join(f"shard={s.get('index', i)}:{s.get('sha256', '')}\n"
+                    for i, s in enumerate(raw.get("shards") or []))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
