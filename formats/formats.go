@@ -13,9 +13,14 @@ import (
 	"strings"
 )
 
+// MaxDeflateRatio bounds what deflate can expand to (about 1032:1): a
+// reader checks a size claimed beside deflated data against it before it
+// allocates.
+const MaxDeflateRatio = 1032
+
 // ErrIncompatible marks a sample that a shard writer cannot take next to
-// the samples already in the shard (other fields, dtype or rank). The
-// pipeline skips such a sample and reports it; the shard stays valid.
+// the samples already in the shard (other fields, dtype or audio rate).
+// The shard stays valid; the pipeline stops the run, naming the sample.
 var ErrIncompatible = errors.New("incompatible sample")
 
 // DType names an element type the way numpy spells it ("uint8", "float32").

@@ -13,11 +13,6 @@ import (
 	"github.com/prep-dev/prep/formats"
 )
 
-// maxDeflateRatio bounds what a deflated member can expand to (deflate
-// cannot exceed about 1032:1), so a lying size field cannot make ParseNPZ
-// allocate more than the data could really hold.
-const maxDeflateRatio = 1032
-
 // ParseNPZ decodes an .npz archive (np.savez or np.savez_compressed: a
 // zip of .npy members, stored or deflated). Each member becomes a Field
 // named after the member without ".npy". Fields are sorted by name, not
@@ -113,7 +108,7 @@ func member(data []byte, f *zip.File) ([]byte, error) {
 		return nil, fmt.Errorf("truncated zip member: it claims %d compressed bytes, the archive holds %d", f.CompressedSize64, len(data))
 	}
 	size := f.UncompressedSize64
-	if size > maxDeflateRatio*f.CompressedSize64+1024 {
+	if size > formats.MaxDeflateRatio*f.CompressedSize64+1024 {
 		return nil, fmt.Errorf("zip member claims %d bytes from %d compressed bytes", size, f.CompressedSize64)
 	}
 	rc, err := f.Open()
