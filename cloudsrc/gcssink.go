@@ -99,15 +99,16 @@ func removeStaleStaging(staging, prefix string) {
 			continue
 		}
 		pidText, _, _ := strings.Cut(rest, "-")
-		if pid, err := strconv.Atoi(pidText); err == nil && pid != os.Getpid() && processGone(pid) {
+		if pid, err := strconv.Atoi(pidText); err == nil && pid != os.Getpid() && ProcessGone(pid) {
 			os.RemoveAll(filepath.Join(staging, e.Name()))
 		}
 	}
 }
 
-// processGone reports whether no process pid runs on this host. Where
-// that cannot be told, the process counts as alive.
-func processGone(pid int) bool {
+// ProcessGone reports whether no process pid runs on this host: a killed
+// run's staging folder, or its lock, is stale. Where that cannot be told,
+// the process counts as alive.
+func ProcessGone(pid int) bool {
 	if pid <= 0 {
 		return false
 	}

@@ -78,7 +78,7 @@ func lock(ctx context.Context, s cloudsrc.Sink, name string) (unlock func(), err
 			}
 			return nil, fmt.Errorf("destination %s is locked by %s, which cannot be read (%v): if no prep convert is writing there, delete it and rerun", s.URI(), name, rerr)
 		}
-		if try == 0 && h.Host == host && !alive(h.PID) {
+		if try == 0 && h.Host == host && (h.PID <= 0 || cloudsrc.ProcessGone(h.PID)) {
 			// A run killed on this host: its lock is stale.
 			if err := s.Remove(ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("remove the stale lock %s/%s: %w", s.URI(), name, err)
