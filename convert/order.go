@@ -27,6 +27,8 @@ func ParseOrder(s string) (Order, error) {
 	switch o := Order(s); o {
 	case OrderShuffle, OrderSorted:
 		return o, nil
+	case "":
+		return OrderShuffle, nil // the default
 	}
 	return "", fmt.Errorf("order %q: want shuffle or sorted", s)
 }

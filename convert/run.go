@@ -114,12 +114,11 @@ func (o *Options) defaults() error {
 	if o.Copies <= 0 {
 		o.Copies = 1
 	}
-	if o.Order == "" {
-		o.Order = OrderShuffle
-	}
-	if _, err := ParseOrder(string(o.Order)); err != nil {
+	order, err := ParseOrder(string(o.Order))
+	if err != nil {
 		return err
 	}
+	o.Order = order
 	if o.Workers <= 0 {
 		o.Workers = runtime.NumCPU()
 	}

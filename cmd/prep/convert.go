@@ -401,9 +401,6 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	if c.maxSkipped, err = parseShare(f.maxSkipped); err != nil {
 		return c, usageError{fmt.Errorf("--max-skipped: %w", err)}
 	}
-	if f.order == "" {
-		f.order = string(convert.OrderShuffle)
-	}
 	if c.order, err = convert.ParseOrder(f.order); err != nil {
 		return c, usageError{fmt.Errorf("--%w", err)}
 	}
