@@ -2,7 +2,6 @@ package convert
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/prep-dev/prep/formats"
 )
@@ -28,9 +27,7 @@ func ConvertItem(ctx context.Context, h Handler, e Entry, in *Input, c, copies i
 // stamp gives a sample of copy c of input e the key and source it is
 // written under.
 func stamp(s *formats.Sample, e Entry, c, copies int) {
-	if copies > 1 {
-		s.Key += "#c" + strconv.Itoa(c)
-	}
+	s.Key = CopyKey(s.Key, c, copies)
 	if s.Source == "" {
 		s.Source = e.Src.URI(e.Key)
 	}

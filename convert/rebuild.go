@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -137,7 +138,7 @@ func (rb *rebuild) shard(ctx context.Context, index int, items []rebuildItem) er
 		return err
 	}
 	if sh.File == "" {
-		for _, k := range sortedKeys(want) {
+		for _, k := range slices.Sorted(maps.Keys(want)) {
 			rb.mismatch(k, name, "the run wrote no shard file here, but the sample converts now")
 		}
 		return nil
@@ -197,7 +198,7 @@ func (rb *rebuild) convertItems(ctx context.Context, items []rebuildItem, skippe
 
 // compare compares the rebuilt samples with those read from the shard.
 func (rb *rebuild) compare(name string, stored *readSamples, want map[string]*formats.Sample) error {
-	for _, k := range sortedKeys(want) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
 		got, ok := stored.samples[k]
 		if bad := stored.bad[k]; bad != nil {
 			rb.mismatch(k, name, fmt.Sprintf("the shard's copy does not decode: %v", bad))
@@ -313,11 +314,10 @@ func (rb *rebuild) normalize(s *formats.Sample) (formats.Sample, error) {
 // ofItem reports whether sample key k belongs to copy c of input key:
 // the key itself, or a frame (#f) or row (#r) of it (FORMAT.md §4.1).
 func ofItem(k, key string, c, copies int) bool {
-	if copies > 1 {
-		var ok bool
-		if k, ok = strings.CutSuffix(k, "#c"+strconv.Itoa(c)); !ok {
-			return false
-		}
+	// CopyKey("", c, copies) is the copy's suffix, "" for a single copy.
+	var ok bool
+	if k, ok = strings.CutSuffix(k, CopyKey("", c, copies)); !ok {
+		return false
 	}
 	if k == key {
 		return true
@@ -328,15 +328,6 @@ func ofItem(k, key string, c, copies int) bool {
 	}
 	_, err := strconv.ParseUint(rest[1:], 10, 64)
 	return err == nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // diffSamples says how stored differs from rebuilt, or "".
@@ -363,7 +354,7 @@ func diffSamples(stored, rebuilt formats.Sample) string {
 			p = append(p, f.Name+": "+d)
 		}
 	}
-	for _, name := range sortedKeys(byName) {
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		p = append(p, fmt.Sprintf("the shard has a field %s the rebuild does not make", name))
 	}
 	if a, b := paramsJSON(stored.Params), paramsJSON(rebuilt.Params); a != b {
