@@ -569,12 +569,7 @@ func pickFormat(name string, l *convert.Listing) (formats.ShardFormat, error) {
 // gs:// prefix.
 func listInputs(ctx context.Context, o *cloudsrc.Opener, src string, handled func(string) bool) (*convert.Listing, error) {
 	if convert.IsManifestFile(src) {
-		rc, err := o.OpenURI(ctx, src)
-		if err != nil {
-			return nil, fmt.Errorf("input list %s: %w", src, err)
-		}
-		data, err := io.ReadAll(rc)
-		rc.Close()
+		data, err := readURI(ctx, o, src)
 		if err != nil {
 			return nil, fmt.Errorf("input list %s: %w", src, err)
 		}
