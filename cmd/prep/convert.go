@@ -452,19 +452,8 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 	handler := f.handler(recipe)
 
 	opener := &f.io
-	listing, err := listInputs(ctx, opener, src, func(k string) bool { return handler(k) != nil })
+	listing, format, err := listConvertible(cmd, src, f, handler)
 	if err != nil {
-		return err
-	}
-	if len(listing.Entries) == 0 {
-		return fmt.Errorf("%s holds no inputs prep converts (%d files of other types): it takes %s",
-			src, len(listing.Ignored), strings.Join(slices.Concat(imageExts, npyExts, videoExts, audioExts), " "))
-	}
-	format, err := pickFormat(f.format, listing)
-	if err != nil {
-		return err
-	}
-	if err := checkMediaInputs(cmd, src, listing); err != nil {
 		return err
 	}
 	_, statErr := os.Stat(dst)
@@ -563,6 +552,25 @@ func pickFormat(name string, l *convert.Listing) (formats.ShardFormat, error) {
 		return tarshard.WAV(), nil
 	}
 	return nil, usagef("--format %q: want hdf5, png or wav", name)
+}
+
+// listConvertible lists SRC, refuses one with nothing prep converts,
+// picks the shard format and checks the media flags: convert and plan
+// both start so.
+func listConvertible(cmd *cobra.Command, src string, f *convertFlags, handler func(string) convert.Handler) (*convert.Listing, formats.ShardFormat, error) {
+	listing, err := listInputs(cmd.Context(), &f.io, src, func(k string) bool { return handler(k) != nil })
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(listing.Entries) == 0 {
+		return nil, nil, fmt.Errorf("%s holds no inputs prep converts (%d files of other types): it takes %s",
+			src, len(listing.Ignored), strings.Join(slices.Concat(imageExts, npyExts, videoExts, audioExts), " "))
+	}
+	format, err := pickFormat(f.format, listing)
+	if err != nil {
+		return nil, nil, err
+	}
+	return listing, format, checkMediaInputs(cmd, src, listing)
 }
 
 // listInputs lists SRC: a CSV/JSONL list of inputs, or a folder, glob or

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/prep-dev/prep/bench"
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/convert"
-	"github.com/prep-dev/prep/formats"
 )
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -245,7 +243,7 @@ func runPlan(cmd *cobra.Command, src, dst string, f *convertFlags, p *planFlags)
 		return err
 	}
 	handler := f.handler(c.recipe)
-	listing, format, err := planInputs(cmd, src, f, handler)
+	listing, format, err := listConvertible(cmd, src, f, handler)
 	if err != nil {
 		return err
 	}
@@ -292,23 +290,6 @@ func runPlan(cmd *cobra.Command, src, dst string, f *convertFlags, p *planFlags)
 		return exitError{exitThreshold, errors.New("plan: " + out.failure())}
 	}
 	return nil
-}
-
-// planInputs lists SRC and picks the format, as convert does.
-func planInputs(cmd *cobra.Command, src string, f *convertFlags, handler func(string) convert.Handler) (*convert.Listing, formats.ShardFormat, error) {
-	listing, err := listInputs(cmd.Context(), &f.io, src, func(k string) bool { return handler(k) != nil })
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(listing.Entries) == 0 {
-		return nil, nil, fmt.Errorf("%s holds no inputs prep converts (%d files of other types): it takes %s",
-			src, len(listing.Ignored), strings.Join(slices.Concat(imageExts, npyExts, videoExts, audioExts), " "))
-	}
-	format, err := pickFormat(f.format, listing)
-	if err != nil {
-		return nil, nil, err
-	}
-	return listing, format, checkMediaInputs(cmd, src, listing)
 }
 
 // timeOn predicts the wall time here and on tasks machines of cores
