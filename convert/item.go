@@ -2,6 +2,8 @@ package convert
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"github.com/prep-dev/prep/formats"
 )
@@ -31,4 +33,24 @@ func stamp(s *formats.Sample, e Entry, c, copies int) {
 	if s.Source == "" {
 		s.Source = e.Src.URI(e.Key)
 	}
+}
+
+// fetch reads one input whole.
+func fetch(ctx context.Context, e Entry) (*Input, error) {
+	rc, err := e.Src.Open(ctx, e.Key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var size int64
+	if st, ok := rc.(interface{ Stat() (os.FileInfo, error) }); ok {
+		if fi, err := st.Stat(); err == nil {
+			size = fi.Size()
+		}
+	}
+	data, err := readAll(rc, size)
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	return &Input{Key: e.Key, Source: e.Src.URI(e.Key), Label: e.Label, Data: data, Path: e.Src.LocalPath(e.Key)}, nil
 }
