@@ -1,7 +1,8 @@
 // Package augment applies a recipe of data-augmentation ops to one
 // decoded sample (an image or interleaved PCM audio), drawing every random
 // value from a caller-supplied *rand.Rand. Its transforms are pure: no
-// I/O (except reading a recipe file in Load) and no shared state.
+// I/O (the caller reads a recipe file; ParseFile parses its bytes) and no
+// shared state.
 //
 // # Recipe grammar
 //
@@ -47,7 +48,7 @@
 //
 // # Recipe files
 //
-// Load reads YAML (.yaml, .yml) or JSON (.json): a list of ops, each a
+// ParseFile parses YAML (.yaml, .yml) or JSON (.json): a list of ops, each a
 // one-line op string, or a map from the op name to its one-line value or
 // to named parameters:
 //

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"image"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
@@ -142,7 +140,7 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-func TestLoad(t *testing.T) {
+func TestParseFile(t *testing.T) {
 	want := "resize=256,crop=224:random,hflip=0.5,rrc=224x160:scale=0.2-1:ratio=0.75-1.333,jitter=0.4/0.4/0.4/0.1,blur=0.1-2,resize=320x240:fit,shift=0.5:roll,gain=-6-6,noise=20"
 	files := map[string]string{
 		"r.yaml": `
@@ -162,26 +160,18 @@ func TestLoad(t *testing.T) {
  {"jitter": "0.4/0.4/0.4/0.1"}, {"blur": [0.1, 2]}, {"resize": "320x240:fit"},
  {"shift": "0.5:roll"}, {"gain": {"db": "-6-6"}}, {"noise": {"snr_db": 20}}]`,
 	}
-	dir := t.TempDir()
 	for name, body := range files {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+		r, err := ParseFile(name, []byte(body))
+		if err != nil {
+			t.Fatalf("ParseFile(%s): %v", name, err)
 		}
-		for _, load := range []func(string) (*Recipe, error){Load, ParseOrLoad} {
-			r, err := load(path)
-			if err != nil {
-				t.Fatalf("load %s: %v", name, err)
-			}
-			if got := r.String(); got != want {
-				t.Errorf("load %s = %q, want %q", name, got, want)
-			}
+		if got := r.String(); got != want {
+			t.Errorf("ParseFile(%s) = %q, want %q", name, got, want)
 		}
 	}
 }
 
-func TestLoadErrors(t *testing.T) {
-	dir := t.TempDir()
+func TestParseFileErrors(t *testing.T) {
 	tests := []struct{ name, body, want string }{
 		{"a.yaml", "- flip: 1\n", `op 1: recipe: unknown op "flip"`},
 		{"b.yaml", "- resize: 256\n- hflip: 2\n", "op 2: recipe: hflip=2: probability must be in [0,1]"},
@@ -194,39 +184,33 @@ func TestLoadErrors(t *testing.T) {
 		{"i.yaml", "- 3\n", `want an op such as "hflip=0.5"`},
 	}
 	for _, tt := range tests {
-		path := filepath.Join(dir, tt.name)
-		if err := os.WriteFile(path, []byte(tt.body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, err := Load(path)
+		_, err := ParseFile(tt.name, []byte(tt.body))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("Load(%s) error = %v, want it to contain %q", tt.name, err, tt.want)
+			t.Errorf("ParseFile(%s) error = %v, want it to contain %q", tt.name, err, tt.want)
 		}
-	}
-	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
-		t.Errorf("Load(missing) error = %v, want it to name the file", err)
+		// Every message names the file, so the user knows which to fix.
+		if err != nil && !strings.Contains(err.Error(), tt.name+": ") {
+			t.Errorf("ParseFile(%s) error = %v, want it to name the file", tt.name, err)
+		}
 	}
 }
 
-func TestParseOrLoad(t *testing.T) {
-	tests := []struct{ in, want, wantErr string }{
-		{"", "", ""},
-		{"hflip=1", "hflip=1", ""},
-		{"missing.yaml", "", "missing.yaml: no such file"},
-		// A one-line recipe that happens to end in .json is still parsed.
-		{"hflip=0.5.json", "", "recipe: hflip=0.5.json: probability"},
+func TestIsRecipeFile(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"r.yaml", true},
+		{"dir/r.yml", true},
+		{"R.JSON", true},
+		{"hflip=0.5.json", true}, // by name only: parseRecipe in cmd/prep decides
+		{"r.txt", false},
+		{"resize=256,crop=224", false},
+		{"", false},
 	}
 	for _, tt := range tests {
-		r, err := ParseOrLoad(tt.in)
-		switch {
-		case tt.wantErr != "":
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("ParseOrLoad(%q) error = %v, want %q", tt.in, err, tt.wantErr)
-			}
-		case err != nil:
-			t.Errorf("ParseOrLoad(%q): %v", tt.in, err)
-		case r.String() != tt.want:
-			t.Errorf("ParseOrLoad(%q) = %q, want %q", tt.in, r, tt.want)
+		if got := IsRecipeFile(tt.name); got != tt.want {
+			t.Errorf("IsRecipeFile(%q) = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

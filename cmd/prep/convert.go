@@ -422,7 +422,7 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	if c.taskIndex, c.taskCount, err = taskFromEnv(f.taskIndex, f.taskCount); err != nil {
 		return c, err
 	}
-	if c.recipe, err = augment.ParseOrLoad(f.recipe); err != nil {
+	if c.recipe, err = parseRecipe(f.recipe); err != nil {
 		return c, usageError{err}
 	}
 	switch f.decoder {

@@ -354,7 +354,7 @@ func TestHelpRecipes(t *testing.T) {
 	if err := os.WriteFile(yaml, []byte(file), 0o644); !ok || err != nil {
 		t.Fatalf("no recipe file in the help (%v)", err)
 	}
-	if r, err := augment.Load(yaml); err != nil || !strings.HasPrefix(r.String(), "resize=256,crop=224:random,hflip=0.5,jitter=") {
+	if r, err := loadRecipe(yaml); err != nil || !strings.HasPrefix(r.String(), "resize=256,crop=224:random,hflip=0.5,jitter=") {
 		t.Errorf("the help's recipe file: %v, %v", r, err)
 	}
 	stdout, _, _ = execute(t, "convert", "--help")
