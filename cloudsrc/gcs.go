@@ -6,25 +6,30 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
-	"net/url"
 	"os"
 	"path"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2"
-	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 )
 
 // clients holds one storage client per emulator address ("" for Google
 // Cloud itself): a client is safe for concurrent use and finding
 // credentials is slow, so every source and sink shares it.
+//
+// It is process-wide state on purpose. An Opener is a plain value that
+// callers fill from flags and copy, and the zero Opener (OpenSource,
+// OpenURI) must work, so it has nowhere to keep a client made on first
+// use; and Resolve makes a GCS for every entry of an input list, which
+// must all share one client and its connection pool. The key keeps tests
+// that point STORAGE_EMULATOR_HOST at different fake servers apart. Only
+// client touches it, under its mutex; clients are never closed and live
+// as long as the process.
 var clients struct {
 	sync.Mutex
 	m map[string]*storage.Client
@@ -370,229 +375,3 @@ func (i objectInfo) Mode() fs.FileMode  { return 0o444 }
 func (i objectInfo) ModTime() time.Time { return time.Time{} }
 func (i objectInfo) IsDir() bool        { return false }
 func (i objectInfo) Sys() any           { return nil }
-
-// errStalled marks a request abandoned by its watchdog.
-var errStalled = errors.New("no progress within the timeout")
-
-// retryWait returns nil after a backoff pause when err is worth another
-// attempt, and err (naming the attempts) otherwise.
-func retryWait(ctx context.Context, err error, tries, attempts int, bo *gax.Backoff) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if !errors.Is(err, errStalled) && !errors.Is(err, errCorrupt) && !storage.ShouldRetry(err) {
-		return err
-	}
-	if tries >= attempts {
-		return &exhaustedError{tries: tries, err: err}
-	}
-	pause := bo.Pause()
-	if d := retryAfter(err); d > pause {
-		pause = d
-	}
-	t := time.NewTimer(pause)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// maxRetryAfter caps the wait a server may ask for, so that a bad header
-// cannot hold a run for long.
-const maxRetryAfter = 30 * time.Second
-
-// retryAfter is the wait a 429 or 503 answer asks for in its Retry-After
-// header (seconds or an HTTP date), capped at maxRetryAfter; 0 if none.
-func retryAfter(err error) time.Duration {
-	var ge *googleapi.Error
-	if !errors.As(err, &ge) || ge.Code != http.StatusTooManyRequests && ge.Code != http.StatusServiceUnavailable {
-		return 0
-	}
-	v := ge.Header.Get("Retry-After")
-	var d time.Duration
-	if secs, err := strconv.Atoi(v); err == nil {
-		d = time.Duration(secs) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = time.Until(t)
-	}
-	return max(0, min(d, maxRetryAfter))
-}
-
-// exhaustedError is a retryable failure that lasted through every attempt.
-type exhaustedError struct {
-	tries int
-	err   error
-}
-
-func (e *exhaustedError) Error() string {
-	return fmt.Sprintf("%v (gave up after %d attempts)", e.err, e.tries)
-}
-
-func (e *exhaustedError) Unwrap() error { return e.err }
-
-// watchdog cancels its context when a request it guards runs longer than
-// d without returning or showing progress: arm before the call, disarm
-// after, kick on progress seen meanwhile.
-type watchdog struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	d      time.Duration
-	t      *time.Timer
-
-	mu    sync.Mutex
-	armed bool
-}
-
-func newWatchdog(parent context.Context, d time.Duration) *watchdog {
-	ctx, cancel := context.WithCancelCause(parent)
-	w := &watchdog{ctx: ctx, cancel: cancel, d: d}
-	w.t = time.AfterFunc(time.Hour, func() { cancel(errStalled) })
-	w.t.Stop()
-	return w
-}
-
-func (w *watchdog) arm() {
-	w.mu.Lock()
-	w.armed = true
-	w.t.Reset(w.d)
-	w.mu.Unlock()
-}
-
-// kick restarts the countdown of an armed watchdog at d plus grace: the
-// call it guards showed progress, and may wait grace before its next
-// request. It may be called from any goroutine.
-func (w *watchdog) kick(grace time.Duration) {
-	w.mu.Lock()
-	if w.armed && w.ctx.Err() == nil {
-		w.t.Reset(w.d + grace)
-	}
-	w.mu.Unlock()
-}
-
-// disarm stops the timer and reports whether it fired.
-func (w *watchdog) disarm() bool {
-	w.mu.Lock()
-	w.armed = false
-	w.t.Stop()
-	w.mu.Unlock()
-	return errors.Is(context.Cause(w.ctx), errStalled)
-}
-
-func (w *watchdog) stop() {
-	w.t.Stop()
-	w.cancel(nil)
-}
-
-// Error is a storage failure in one line: the address, what went wrong and
-// the fix. Err is the library's error; a missing object or bucket also
-// matches fs.ErrNotExist.
-type Error struct {
-	URI  string
-	Code int // HTTP status, 0 if none
-	Msg  string
-	Err  error
-}
-
-func (e *Error) Error() string { return e.URI + ": " + e.Msg }
-
-func (e *Error) Unwrap() []error {
-	if e.Code == http.StatusNotFound {
-		return []error{e.Err, fs.ErrNotExist}
-	}
-	return []error{e.Err}
-}
-
-// Fatal reports whether the failure must stop a run rather than skip one
-// input. Only a missing object is not: an input list can be older than
-// the bucket, and the run goes on without that one input. A refused
-// permission, missing credentials, a missing bucket, a failure that
-// lasted through every retry and an object's deadline all stop it, since
-// going on would leave out inputs the user still has.
-func (e *Error) Fatal() bool { return !errors.Is(e.Err, storage.ErrObjectNotExist) }
-
-const loginHint = `run "gcloud auth application-default login", or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file`
-
-// gcsErr turns a library error into an Error that names the fix. write
-// selects the role to ask for on 403: the destination's.
-func gcsErr(uri, bucket string, write bool, err error) error {
-	if err == nil {
-		return nil
-	}
-	var e *Error
-	if errors.As(err, &e) || errors.Is(err, context.Canceled) {
-		return err
-	}
-	var de *deadlineError
-	if errors.As(err, &de) {
-		return &Error{URI: uri, Err: err, Msg: de.Error() + ": raise --object-timeout for large objects or a slow link, then rerun with --resume"}
-	}
-	var xe *exhaustedError
-	if errors.As(err, &xe) {
-		e, ok := gcsErr(uri, bucket, write, xe.err).(*Error)
-		if !ok { // a cancellation: nothing to advise
-			return err
-		}
-		e.Err = err
-		why, fix := "Cloud Storage kept failing", "raise --io-attempts"
-		if errors.Is(xe.err, errStalled) {
-			// Every try stalled: a slow link wants a longer --io-timeout.
-			why, fix = "every try stalled", "raise --io-timeout on a slow link"
-		}
-		e.Msg += fmt.Sprintf(" (gave up after %d attempts: %s; rerun with --resume later, or %s)", xe.tries, why, fix)
-		return e
-	}
-	if errors.Is(err, errStalled) {
-		return &Error{URI: uri, Err: err, Msg: "no progress within the timeout (--io-timeout)"}
-	}
-	if errors.Is(err, storage.ErrBucketNotExist) {
-		return &Error{URI: uri, Code: 404, Err: err,
-			Msg: fmt.Sprintf("bucket %q does not exist (check the name in gs://%s/...)", bucket, bucket)}
-	}
-	if errors.Is(err, storage.ErrObjectNotExist) {
-		return &Error{URI: uri, Code: 404, Err: err, Msg: "object does not exist"}
-	}
-	if strings.Contains(err.Error(), "could not find default credentials") {
-		return &Error{URI: uri, Err: err, Msg: "no Google Cloud credentials found: " + loginHint}
-	}
-	var ge *googleapi.Error
-	if errors.As(err, &ge) {
-		switch ge.Code {
-		case http.StatusUnauthorized:
-			return &Error{URI: uri, Code: ge.Code, Err: err, Msg: "not authenticated (401): " + loginHint}
-		case http.StatusForbidden:
-			msg := fmt.Sprintf("permission denied (403): grant the service account roles/storage.objectViewer on bucket %s, or %s", bucket, loginHint)
-			if write {
-				msg = fmt.Sprintf("permission denied (403): the destination needs roles/storage.objectAdmin (prep lists, writes and deletes there): grant it to the service account on bucket %s, or %s", bucket, loginHint)
-			}
-			return &Error{URI: uri, Code: ge.Code, Err: err, Msg: msg}
-		case http.StatusNotFound:
-			// Listing and uploading answer 404 only for a missing bucket.
-			return &Error{URI: uri, Code: ge.Code, Err: err,
-				Msg: fmt.Sprintf("bucket %q does not exist (check the name in gs://%s/...)", bucket, bucket)}
-		}
-		msg := firstLine(ge.Message)
-		if msg == "" {
-			msg = http.StatusText(ge.Code)
-		}
-		return &Error{URI: uri, Code: ge.Code, Err: err, Msg: fmt.Sprintf("%d %s", ge.Code, msg)}
-	}
-	return &Error{URI: uri, Err: err, Msg: firstLine(cause(err).Error())}
-}
-
-// cause drops the request line (method and a URL hundreds of characters
-// long) of a transport error: the Error names the object already.
-func cause(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) && ue.Err != nil {
-		return ue.Err
-	}
-	return err
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
-}

@@ -263,7 +263,7 @@ func retryUpload(err error) bool {
 	if errors.As(err, &xe) {
 		return false
 	}
-	return errors.Is(err, errCorrupt) || errors.Is(err, errStalled) || storage.ShouldRetry(err)
+	return transient(err)
 }
 
 // uploadRetries is the storage library's retry decision for the requests
