@@ -43,6 +43,14 @@ func (Format) Create(path string, meta formats.ShardMeta) (formats.ShardWriter, 
 // goroutine that moved between threads allocated a new shard-sized buffer
 // (256 MiB by default) for about one shard in five while the old one sat
 // unused (measured: 12 buffers for 59 shards of one run).
+//
+// It is process-wide state on purpose: Format is an empty value that
+// callers write as hdf5.Format{} and pass around by value, so it has
+// nowhere to keep buffers, and the buffers must outlive each writer to
+// serve the next shard. Only getBuf and putBuf touch it, under its mutex.
+// Up to maxSpare shard-sized buffers stay reachable after the last shard
+// until the process ends; a writer truncates the buffer it gets, so the
+// bytes written never depend on which one that was.
 var spare struct {
 	sync.Mutex
 	bufs []*[]byte
