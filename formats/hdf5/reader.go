@@ -208,6 +208,33 @@ func Meta(path string) (formats.ShardMeta, error) {
 	return m, nil
 }
 
+// SampleRate reads an audio shard's sample_rate root attribute (Hz), or
+// returns 0 for a shard of something else, which has none.
+func SampleRate(path string) (int, error) {
+	lockLib()
+	defer unlockLib()
+	f, err := hdf5.OpenFile(path, hdf5.F_ACC_RDONLY)
+	if err != nil {
+		return 0, fmt.Errorf("open %s: not a readable HDF5 file: %w", path, err)
+	}
+	defer f.Close()
+	root, err := f.OpenGroup("/")
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	defer root.Close()
+	attr, err := root.OpenAttribute("sample_rate")
+	if err != nil {
+		return 0, nil // not audio
+	}
+	defer attr.Close()
+	var rate int64
+	if err := attr.Read(&rate, hdf5.T_STD_I64LE); err != nil {
+		return 0, fmt.Errorf("%s: attribute sample_rate: %w", path, err)
+	}
+	return int(rate), nil
+}
+
 // stringAttrValue reads a string attribute: variable-length UTF-8, or
 // fixed-length, as shards written before those have them. gonum's
 // Attribute.Read of a string hands cgo a Go pointer to a Go pointer, which

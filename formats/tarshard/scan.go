@@ -258,6 +258,9 @@ func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte)
 			}
 			continue
 		}
+		if !inside(name) {
+			return fmt.Errorf("tar member %s: the name leaves the shard's folder (absolute, or a .. element); prep never writes one: the file was made or changed by something else", name)
+		}
 		// The key is the name up to the first dot after the last slash
 		// (path.Split, then strings.Cut), so a prefix of the name.
 		dot := -1
@@ -299,6 +302,27 @@ func (t *Scanner) Scan(c Chunker, fn func(key string, members map[string][]byte)
 }
 
 const blockSize = 512
+
+// inside reports whether a member name stays inside the folder it would
+// be extracted to: not absolute, no ".." element. Stem never makes
+// another, and a reader that trusted one could be led anywhere.
+func inside(name []byte) bool {
+	if len(name) > 0 && name[0] == '/' {
+		return false
+	}
+	for len(name) > 0 {
+		seg := name
+		if i := bytes.IndexByte(name, '/'); i >= 0 {
+			seg, name = name[:i], name[i+1:]
+		} else {
+			name = nil
+		}
+		if len(seg) == 2 && seg[0] == '.' && seg[1] == '.' {
+			return false
+		}
+	}
+	return true
+}
 
 // maxSpecial bounds PAX records and GNU long names, as archive/tar does.
 const maxSpecial = 1 << 20

@@ -191,6 +191,9 @@ func TestReadErrors(t *testing.T) {
 		{"truncated header", good[:3584+100], "read tar: unexpected EOF"},
 		{"no extension", rawTar(t, tar.FormatUSTAR, tar.Header{Name: "x", Size: 1, Mode: 0o644}), "tar member x has no extension"},
 		{"twice", rawTar(t, tar.FormatUSTAR, tar.Header{Name: "x.png", Size: 1, Mode: 0o644}, tar.Header{Name: "x.png", Size: 1, Mode: 0o644}), "tar member x.png appears twice"},
+		{"parent", rawTar(t, tar.FormatUSTAR, tar.Header{Name: "a/../../x.png", Size: 1, Mode: 0o644}), "tar member a/../../x.png: the name leaves the shard's folder"},
+		{"absolute", rawTar(t, tar.FormatUSTAR, tar.Header{Name: "/etc/x.png", Size: 1, Mode: 0o644}), "tar member /etc/x.png: the name leaves"},
+		{"parent in PAX path", rawTar(t, tar.FormatPAX, tar.Header{Name: "../" + strings.Repeat("y", 120) + ".png", Size: 1, Mode: 0o644}), "the name leaves"},
 		{"huge", func() []byte {
 			b := rawTar(t, tar.FormatUSTAR, tar.Header{Name: "x.png", Size: 1, Mode: 0o644})
 			setSize(b, MaxMember+1)

@@ -43,10 +43,10 @@ type format struct {
 }
 
 // PNG returns the format of tar shards of uncompressed PNG images.
-func PNG() formats.ShardFormat { return format{name: "png"} }
+func PNG() formats.ReadWriteFormat { return format{name: "png"} }
 
 // WAV returns the format of tar shards of WAVE audio.
-func WAV() formats.ShardFormat { return format{name: "wav", audio: true} }
+func WAV() formats.ReadWriteFormat { return format{name: "wav", audio: true} }
 
 // Name returns "png" or "wav".
 func (f format) Name() string { return f.name }
