@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -362,29 +361,19 @@ func feedShape(shards []Shard) (SampleShape, error) {
 		}
 		return sampleShape(shards, 0, n), nil
 	}
-	f, err := os.Open(shards[0].Path)
+	r, err := shards[0].Reader.Open(shards[0].Path, nil)
 	if err != nil {
 		return SampleShape{}, err
 	}
-	defer f.Close()
-	errFirst := errors.New("first sample")
-	var shape SampleShape
-	err = tarshard.Read(f, func(key string, m map[string][]byte) error {
-		smp, err := tarshard.Decode(key, m)
+	defer r.Close()
+	for smp, err := range r.Samples() {
 		if err != nil {
-			return err
+			return SampleShape{}, err
 		}
 		t := smp.Fields[0].Tensor
-		shape = SampleShape{Shape: t.Shape, DType: t.DType, Bytes: float64(len(t.Data))}
-		return errFirst
-	})
-	if err != errFirst {
-		if err == nil {
-			err = errors.New("no samples")
-		}
-		return shape, fmt.Errorf("%s: %w", shards[0].Path, err)
+		return SampleShape{Shape: t.Shape, DType: t.DType, Bytes: float64(len(t.Data))}, nil
 	}
-	return shape, nil
+	return SampleShape{}, fmt.Errorf("%s: no samples", shards[0].Path)
 }
 
 // feedReaders runs opt.Readers readers over the shards; each streams one

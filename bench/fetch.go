@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/manifest"
 )
 
@@ -42,6 +43,8 @@ type Fetched struct {
 type FetchOptions struct {
 	Parallel int         // files downloaded at once; default 4
 	Progress func(int64) // called with each chunk of bytes written; may be nil
+	// Formats tells a shard's URI from a folder's by its extension.
+	Formats *formats.Registry
 }
 
 // Fetch copies shards from remote storage into dir so they can be read
@@ -53,7 +56,7 @@ type FetchOptions struct {
 func Fetch(ctx context.Context, open OpenFunc, uri, dir string, opt FetchOptions) (*Fetched, error) {
 	uri = strings.TrimSuffix(uri, "/")
 	folder, single := uri, ""
-	if formatOf(uri) != "" {
+	if opt.Formats.ForFile(uri) != nil {
 		folder, single = parentURI(uri), path.Base(uri)
 	}
 	start := time.Now()

@@ -17,6 +17,13 @@ import (
 	"github.com/prep-dev/prep/formats/tarshard"
 )
 
+// shardFormats reads shards as prep's registry does (cmd/prep).
+var shardFormats = func() *formats.Registry {
+	r := formats.NewRegistry(hdf5.Format{}, tarshard.PNG(), tarshard.WAV())
+	r.AddExt(".hdf5", hdf5.Format{})
+	return r
+}()
+
 // image returns a sample of h×w×3 deterministic noise.
 func image(key string, label int64, h, w int) *formats.Sample {
 	r := rand.New(rand.NewPCG(uint64(len(key)), uint64(label)))
@@ -107,10 +114,10 @@ func python(t *testing.T, script string, args ...string) {
 	}
 }
 
-// findShards returns Find(dir), failing the test on an error.
+// findShards returns Find(dir, shardFormats), failing the test on an error.
 func findShards(t testing.TB, dir string) []Shard {
 	t.Helper()
-	shards, err := Find(dir)
+	shards, err := Find(dir, shardFormats)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -228,7 +228,7 @@ efficiency 0.99 of raw sequential reads
 
 func TestFindErrors(t *testing.T) {
 	empty := t.TempDir()
-	if _, err := Find(empty); err == nil || !strings.Contains(err.Error(), "run prep convert first") {
+	if _, err := Find(empty, shardFormats); err == nil || !strings.Contains(err.Error(), "run prep convert first") {
 		t.Errorf("empty dir: %v", err)
 	}
 	dir := t.TempDir()
@@ -239,7 +239,7 @@ func TestFindErrors(t *testing.T) {
 	}
 	f.Write([]byte("x"))
 	f.Close()
-	if _, err := Find(dir); err == nil || !strings.Contains(err.Error(), "the shard changed since it was written") {
+	if _, err := Find(dir, shardFormats); err == nil || !strings.Contains(err.Error(), "the shard changed since it was written") {
 		t.Errorf("grown shard: %v", err)
 	}
 	m.Shards[0].Bytes++
@@ -247,7 +247,7 @@ func TestFindErrors(t *testing.T) {
 	if err := manifest.Write(dir, m); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Find(dir); err == nil || !strings.Contains(err.Error(), "past the file's end") {
+	if _, err := Find(dir, shardFormats); err == nil || !strings.Contains(err.Error(), "past the file's end") {
 		t.Errorf("bad offset: %v", err)
 	}
 }
@@ -259,7 +259,7 @@ func TestFindSkipsEmptyShards(t *testing.T) {
 	if err := manifest.Write(dir, m); err != nil {
 		t.Fatal(err)
 	}
-	shards, err := Find(dir)
+	shards, err := Find(dir, shardFormats)
 	if err != nil || len(shards) != 1 {
 		t.Fatalf("Find: %v, %+v", err, shards)
 	}
@@ -267,7 +267,7 @@ func TestFindSkipsEmptyShards(t *testing.T) {
 	if err := manifest.Write(dir, m); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Find(dir); err == nil || !strings.Contains(err.Error(), "no shards with samples") {
+	if _, err := Find(dir, shardFormats); err == nil || !strings.Contains(err.Error(), "no shards with samples") {
 		t.Fatalf("manifest of empty shards: %v", err)
 	}
 }

@@ -9,14 +9,13 @@ import (
 	"strings"
 
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/hdf5"
 	"github.com/prep-dev/prep/formats/manifest"
 )
 
-// Shard formats as Find reports them.
+// How bench reads a shard, as Find reports it.
 const (
-	HDF5 = "hdf5"
-	Tar  = "tar"
+	HDF5 = "hdf5" // arrays at fixed offsets (the reader's Spans), read with plain reads
+	Tar  = "tar"  // one stream, scanned member by member
 )
 
 // Shard is one shard file and what bench needs to know to read it.
@@ -25,19 +24,22 @@ type Shard struct {
 	Format   string                // HDF5 or Tar
 	Count    int                   // samples; 0 when unknown (a tar shard without a manifest)
 	Bytes    int64                 // file size
-	Datasets []formats.DatasetInfo // HDF5 only
+	Datasets []formats.DatasetInfo // the reader's Spans (HDF5 only), in file order
+	// Reader is the shard's format, which reads its samples.
+	Reader formats.ShardOpener
 }
 
 // Find lists the shards of target: a shard file, or a directory holding
 // manifest.json (whose shard list and dataset offsets are used) or, failing
-// that, .h5/.hdf5/.tar files.
-func Find(target string) ([]Shard, error) {
+// that, the files reg reads. reg picks each file's format by its
+// extension.
+func Find(target string, reg *formats.Registry) ([]Shard, error) {
 	fi, err := os.Stat(target)
 	if err != nil {
 		return nil, err
 	}
 	if !fi.IsDir() {
-		s, err := describe(target, manifestEntry(target))
+		s, err := describe(target, manifestEntry(target), reg)
 		if err != nil {
 			return nil, err
 		}
@@ -51,7 +53,7 @@ func Find(target string) ([]Shard, error) {
 			if e.File == "" {
 				continue // every input of this shard was skipped
 			}
-			s, err := describe(filepath.Join(target, e.File), &e.ShardInfo)
+			s, err := describe(filepath.Join(target, e.File), &e.ShardInfo, reg)
 			if err != nil {
 				return nil, err
 			}
@@ -69,29 +71,19 @@ func Find(target string) ([]Shard, error) {
 		return nil, err
 	}
 	for _, e := range entries {
-		if e.IsDir() || formatOf(e.Name()) == "" {
+		if e.IsDir() || reg.ForFile(e.Name()) == nil {
 			continue
 		}
-		s, err := describe(filepath.Join(target, e.Name()), nil)
+		s, err := describe(filepath.Join(target, e.Name()), nil, reg)
 		if err != nil {
 			return nil, err
 		}
 		shards = append(shards, s)
 	}
 	if len(shards) == 0 {
-		return nil, fmt.Errorf("%s holds no manifest.json and no .h5 or .tar shards: run prep convert first", target)
+		return nil, fmt.Errorf("%s holds no manifest.json and no shards (files ending in %s): run prep convert first", target, strings.Join(reg.Exts(), ", "))
 	}
 	return shards, nil
-}
-
-func formatOf(name string) string {
-	switch strings.ToLower(filepath.Ext(name)) {
-	case ".h5", ".hdf5":
-		return HDF5
-	case ".tar":
-		return Tar
-	}
-	return ""
 }
 
 // manifestEntry returns the manifest's record of a shard file, if the
@@ -110,48 +102,47 @@ func manifestEntry(path string) *formats.ShardInfo {
 }
 
 // describe builds a Shard from the file and, when there is one, its
-// manifest record; HDF5 files without one are asked for their layout.
-func describe(path string, info *formats.ShardInfo) (Shard, error) {
+// manifest record; the shard's reader gives its layout (an HDF5 file
+// without a record is asked for it).
+func describe(path string, info *formats.ShardInfo, reg *formats.Registry) (Shard, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return Shard{}, fmt.Errorf("shard listed in the manifest: %w", err)
 	}
-	s := Shard{Path: path, Format: formatOf(path), Bytes: fi.Size()}
-	if s.Format == "" {
-		return s, fmt.Errorf("%s: not a shard (want .h5, .hdf5 or .tar)", path)
+	s := Shard{Path: path, Bytes: fi.Size()}
+	f := reg.ForFile(path)
+	if f == nil {
+		return s, fmt.Errorf("%s: not a shard (want a file ending in %s)", path, strings.Join(reg.Exts(), ", "))
 	}
+	s.Reader = f
+	var layout []formats.DatasetInfo
 	if info != nil {
 		s.Count = info.Count
 		if info.Bytes != fi.Size() {
 			return s, fmt.Errorf("%s is %d bytes, the manifest says %d: the shard changed since it was written (prep inspect --verify)", path, fi.Size(), info.Bytes)
 		}
-		s.Datasets = info.Datasets
-	}
-	if s.Format == HDF5 && len(s.Datasets) == 0 {
-		if s.Datasets, err = hdf5.Datasets(path); err != nil {
-			return s, err
+		if len(info.Datasets) > 0 {
+			layout = info.Datasets
 		}
+	}
+	r, err := f.Open(path, layout)
+	if err != nil {
+		return s, err
+	}
+	defer r.Close()
+	s.Datasets, s.Format = r.Spans(), Tar
+	if s.Datasets != nil {
+		s.Format = HDF5
 	}
 	for _, d := range s.Datasets {
 		if d.Offset >= 0 && d.Offset+d.Size > s.Bytes {
 			return s, fmt.Errorf("%s: dataset %s ends at byte %d, past the file's end (%d)", path, d.Name, d.Offset+d.Size, s.Bytes)
 		}
 	}
-	if s.Format == HDF5 && s.Count == 0 {
-		s.Count = countOf(s.Datasets)
+	if s.Count == 0 {
+		s.Count = max(r.Count(), 0)
 	}
 	return s, nil
-}
-
-// countOf infers the sample count of an HDF5 shard from its datasets.
-func countOf(ds []formats.DatasetInfo) int {
-	for _, name := range []string{"labels", "keys", formats.DataField} {
-		i := slices.IndexFunc(ds, func(d formats.DatasetInfo) bool { return d.Name == name })
-		if i >= 0 && len(ds[i].Shape) > 0 && (name != formats.DataField || !ragged(ds)) {
-			return ds[i].Shape[0]
-		}
-	}
-	return 0
 }
 
 // ragged reports whether the shard stores variable-size samples as a flat

@@ -3,7 +3,6 @@ package convert
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,12 +16,11 @@ import (
 
 	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/manifest"
-	"github.com/prep-dev/prep/formats/tarshard"
 )
 
 // RebuildOptions configure Rebuild.
 type RebuildOptions struct {
-	Format  formats.ShardFormat      // the run's shard format
+	Format  formats.ReadWriteFormat  // the run's shard format
 	Handler func(key string) Handler // made from the manifest's recipe and options
 	Items   int                      // items to re-convert
 	Seed    uint64                   // picks them
@@ -148,7 +146,7 @@ func (rb *rebuild) shard(ctx context.Context, index int, items []rebuildItem) er
 		return fmt.Errorf("shard %s: %w", sh.File, err)
 	}
 	rb.res.Shards++
-	stored, keys, err := shardSamples(rb.m.Format, path, sh.Datasets, want)
+	stored, keys, err := shardSamples(rb.opt.Format, path, sh.Datasets, want)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", sh.File, err)
 	}
@@ -297,7 +295,7 @@ func (rb *rebuild) normalize(s *formats.Sample) (formats.Sample, error) {
 	if err != nil {
 		return formats.Sample{}, fmt.Errorf("rebuild: %w", err)
 	}
-	got, _, err := shardSamples(f.Name(), path, info.Datasets, map[string]*formats.Sample{s.Key: s})
+	got, _, err := shardSamples(f, path, info.Datasets, map[string]*formats.Sample{s.Key: s})
 	if err == nil {
 		err = got.bad[s.Key]
 	}
@@ -407,224 +405,30 @@ type readSamples struct {
 	bad     map[string]error
 }
 
-// shardSamples reads from a shard file the samples whose keys want holds,
-// and lists every key the shard holds, in order. HDF5 shards are read at
-// the offsets their manifest entry records (datasets), tar shards whole.
-func shardSamples[V any](format, path string, datasets []formats.DatasetInfo, want map[string]V) (*readSamples, []string, error) {
-	if format == "hdf5" {
-		return h5Samples(path, datasets, want)
-	}
-	return tarSamples(path, want)
-}
-
-func tarSamples[V any](path string, want map[string]V) (*readSamples, []string, error) {
-	f, err := os.Open(path)
+// shardSamples reads from a shard file, with its format's reader, the
+// samples whose keys want holds, and lists every key the shard holds, in
+// order. datasets is the shard's manifest record of its layout.
+func shardSamples[V any](f formats.ShardOpener, path string, datasets []formats.DatasetInfo, want map[string]V) (*readSamples, []string, error) {
+	r, err := f.Open(path, datasets)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer f.Close()
+	defer r.Close()
 	out := &readSamples{samples: map[string]formats.Sample{}, bad: map[string]error{}}
 	var keys []string
-	err = tarshard.Read(f, func(stem string, members map[string][]byte) error {
-		var meta struct {
-			Key string `json:"key"`
+	for s, err := range r.Samples() {
+		if s == nil {
+			return nil, nil, err
 		}
-		meta.Key = stem
-		if js, ok := members["json"]; ok {
-			if err := json.Unmarshal(js, &meta); err != nil {
-				return fmt.Errorf("sample %s: json: %w", stem, err)
-			}
-		}
-		keys = append(keys, meta.Key)
-		if _, ok := want[meta.Key]; !ok {
-			return nil
-		}
-		s, err := tarshard.Decode(stem, members)
-		if err != nil {
-			out.bad[meta.Key] = err
-			return nil
-		}
-		out.samples[meta.Key] = s
-		return nil
-	})
-	return out, keys, err
-}
-
-// h5field is one field of an HDF5 shard: its dataset and, when ragged,
-// the datasets that place each sample in it (FORMAT.md §5.5).
-type h5field struct {
-	data                   formats.DatasetInfo
-	offsets, shapes, ranks []int64 // ragged only
-}
-
-// h5Samples reads samples from an HDF5 shard with plain reads at the
-// offsets datasets records, as any reader of the format may (FORMAT.md §9).
-func h5Samples[V any](path string, datasets []formats.DatasetInfo, want map[string]V) (*readSamples, []string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	byName := map[string]formats.DatasetInfo{}
-	for _, d := range datasets {
-		byName[d.Name] = d
-	}
-	keys, err := h5Keys(f, byName["keys"])
-	if err != nil {
-		return nil, nil, err
-	}
-	labels, err := h5Int64s(f, byName["labels"])
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(labels) != len(keys) {
-		return nil, nil, fmt.Errorf("%d labels for %d keys", len(labels), len(keys))
-	}
-	fields, err := h5Fields(f, byName)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := &readSamples{samples: map[string]formats.Sample{}}
-	for i, k := range keys {
-		if _, ok := want[k]; !ok {
+		keys = append(keys, s.Key)
+		if _, ok := want[s.Key]; !ok {
 			continue
 		}
-		s := formats.Sample{Key: k, Label: labels[i]}
-		for name, fd := range fields {
-			t, err := fd.sample(f, i, len(keys))
-			if err != nil {
-				return nil, nil, fmt.Errorf("dataset %s, sample %d: %w", name, i, err)
-			}
-			s.Fields = append(s.Fields, formats.Field{Name: name, Tensor: t})
+		if err != nil {
+			out.bad[s.Key] = err
+			continue
 		}
-		out.samples[k] = s
+		out.samples[s.Key] = *s
 	}
 	return out, keys, nil
-}
-
-// h5Fields finds the fields among the datasets: all but labels, keys and
-// the ragged companions of another dataset.
-func h5Fields(f *os.File, byName map[string]formats.DatasetInfo) (map[string]*h5field, error) {
-	companion := func(field, suffix string) string {
-		if field == formats.DataField {
-			return suffix[1:] // "offsets", not "data_offsets"
-		}
-		return field + suffix
-	}
-	isCompanion := map[string]bool{}
-	for name := range byName {
-		for _, suffix := range formats.RaggedSuffixes {
-			if _, ok := byName[companion(name, suffix)]; ok && name != "labels" && name != "keys" {
-				isCompanion[companion(name, suffix)] = true
-			}
-		}
-	}
-	fields := map[string]*h5field{}
-	for name, d := range byName {
-		if name == "labels" || name == "keys" || isCompanion[name] {
-			continue
-		}
-		fd := &h5field{data: d}
-		var err error
-		if off, ok := byName[companion(name, "_offsets")]; ok {
-			if fd.offsets, err = h5Int64s(f, off); err != nil {
-				return nil, err
-			}
-			if fd.shapes, err = h5Int64s(f, byName[companion(name, "_shapes")]); err != nil {
-				return nil, err
-			}
-			if r, ok := byName[companion(name, "_ranks")]; ok {
-				if fd.ranks, err = h5Int64s(f, r); err != nil {
-					return nil, err
-				}
-			}
-		}
-		fields[name] = fd
-	}
-	return fields, nil
-}
-
-// sample reads sample i of n from the field.
-func (fd *h5field) sample(f *os.File, i, n int) (formats.Tensor, error) {
-	d := fd.data
-	t := formats.Tensor{DType: d.DType}
-	elem := int64(d.DType.Size())
-	if elem == 0 {
-		return t, fmt.Errorf("unknown dtype %q", d.DType)
-	}
-	if fd.offsets == nil {
-		t.Shape = slices.Clone(d.Shape[1:])
-		size := int64(t.Len()) * elem
-		var err error
-		t.Data, err = readRange(f, d, int64(i)*size, size)
-		return t, err
-	}
-	if len(fd.offsets) != n+1 || n == 0 || len(fd.shapes)%n != 0 {
-		return t, fmt.Errorf("ragged layout: %d offsets, %d shape values for %d samples", len(fd.offsets), len(fd.shapes), n)
-	}
-	width := len(fd.shapes) / n
-	rank := width
-	if fd.ranks != nil {
-		rank = int(fd.ranks[i])
-	}
-	for _, v := range fd.shapes[i*width : i*width+rank] {
-		t.Shape = append(t.Shape, int(v))
-	}
-	start, end := fd.offsets[i], fd.offsets[i+1]
-	var err error
-	t.Data, err = readRange(f, d, start*elem, (end-start)*elem)
-	return t, err
-}
-
-// readRange reads n bytes at off within dataset d.
-func readRange(f *os.File, d formats.DatasetInfo, off, n int64) ([]byte, error) {
-	if off < 0 || n < 0 || off+n > d.Size {
-		return nil, fmt.Errorf("bytes [%d, %d) outside the dataset's %d", off, off+n, d.Size)
-	}
-	b := make([]byte, n)
-	if n == 0 {
-		return b, nil
-	}
-	if d.Offset < 0 {
-		return nil, errors.New("no file offset: not a contiguous dataset")
-	}
-	if _, err := f.ReadAt(b, d.Offset+off); err != nil {
-		return nil, fmt.Errorf("read at byte %d: %w", d.Offset+off, err)
-	}
-	return b, nil
-}
-
-func h5Int64s(f *os.File, d formats.DatasetInfo) ([]int64, error) {
-	if d.Name == "" {
-		return nil, errors.New("a dataset the layout needs is not in the manifest")
-	}
-	b, err := readRange(f, d, 0, d.Size)
-	if err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", d.Name, err)
-	}
-	v := make([]int64, len(b)/8)
-	for i := range v {
-		v[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
-	}
-	return v, nil
-}
-
-// h5Keys reads the keys dataset: fixed-width strings, NUL-padded.
-func h5Keys(f *os.File, d formats.DatasetInfo) ([]string, error) {
-	w, err := strconv.Atoi(strings.TrimPrefix(string(d.DType), "S"))
-	if d.Name == "" || err != nil || w <= 0 || len(d.Shape) != 1 {
-		return nil, fmt.Errorf("no keys dataset of fixed-width strings in the manifest (dtype %q)", d.DType)
-	}
-	b, err := readRange(f, d, 0, d.Size)
-	if err != nil {
-		return nil, fmt.Errorf("dataset keys: %w", err)
-	}
-	if len(b) != w*d.Shape[0] {
-		return nil, fmt.Errorf("dataset keys: %d bytes for %d keys of %d", len(b), d.Shape[0], w)
-	}
-	keys := make([]string, d.Shape[0])
-	for i := range keys {
-		keys[i] = string(bytes.TrimRight(b[i*w:(i+1)*w], "\x00"))
-	}
-	return keys, nil
 }

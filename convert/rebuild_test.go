@@ -33,7 +33,7 @@ func TestShardSamples(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		format  formats.ShardFormat
+		format  formats.ReadWriteFormat
 		samples []formats.Sample
 	}{
 		{"hdf5 fixed", hdf5.Format{}, []formats.Sample{
@@ -76,7 +76,7 @@ func TestShardSamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, keys, err := shardSamples(tc.format.Name(), path, info.Datasets, want)
+			got, keys, err := shardSamples(tc.format, path, info.Datasets, want)
 			if err != nil {
 				t.Fatal(err)
 			}

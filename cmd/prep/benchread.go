@@ -75,14 +75,14 @@ shards are then in the page cache; add --direct to measure the disk.`,
 				}
 				defer os.RemoveAll(dir)
 				add, done := byteBar(cmd.ErrOrStderr(), 0)
-				fetched, err = bench.Fetch(cmd.Context(), gs.OpenURI, target, dir, bench.FetchOptions{Parallel: parallel, Progress: add})
+				fetched, err = bench.Fetch(cmd.Context(), gs.OpenURI, target, dir, bench.FetchOptions{Parallel: parallel, Progress: add, Formats: shardFormats})
 				done()
 				if err != nil {
 					return fmt.Errorf("bench-read: %w", err)
 				}
 				target = fetched.Target
 			}
-			shards, err := bench.Find(target)
+			shards, err := bench.Find(target, shardFormats)
 			if err != nil {
 				return fmt.Errorf("bench-read: %w", err)
 			}

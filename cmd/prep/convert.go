@@ -23,9 +23,7 @@ import (
 	"github.com/prep-dev/prep/convert"
 	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/ffmpeg"
-	"github.com/prep-dev/prep/formats/hdf5"
 	"github.com/prep-dev/prep/formats/imgdec"
-	"github.com/prep-dev/prep/formats/tarshard"
 )
 
 func init() { commands = append(commands, newConvertCmd) }
@@ -529,7 +527,7 @@ func printMerge(w io.Writer, r *convert.MergeResult) {
 	}
 }
 
-func pickFormat(name string, l *convert.Listing) (formats.ShardFormat, error) {
+func pickFormat(name string, l *convert.Listing) (formats.ReadWriteFormat, error) {
 	if name == "" {
 		// Audio alone defaults to WAV; everything else to HDF5.
 		name = "hdf5"
@@ -543,21 +541,17 @@ func pickFormat(name string, l *convert.Listing) (formats.ShardFormat, error) {
 			}
 		}
 	}
-	switch name {
-	case "hdf5":
-		return hdf5.Format{}, nil
-	case "png":
-		return tarshard.PNG(), nil
-	case "wav":
-		return tarshard.WAV(), nil
+	if f := shardFormats.Format(name); f != nil {
+		return f, nil
 	}
-	return nil, usagef("--format %q: want hdf5, png or wav", name)
+	names := shardFormats.Names()
+	return nil, usagef("--format %q: want %s or %s", name, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 }
 
 // listConvertible lists SRC, refuses one with nothing prep converts,
 // picks the shard format and checks the media flags: convert and plan
 // both start so.
-func listConvertible(cmd *cobra.Command, src string, f *convertFlags, handler func(string) convert.Handler) (*convert.Listing, formats.ShardFormat, error) {
+func listConvertible(cmd *cobra.Command, src string, f *convertFlags, handler func(string) convert.Handler) (*convert.Listing, formats.ReadWriteFormat, error) {
 	listing, err := listInputs(cmd.Context(), &f.io, src, func(k string) bool { return handler(k) != nil })
 	if err != nil {
 		return nil, nil, err

@@ -63,7 +63,7 @@ numbers are never a GPU result.`,
 				return err
 			}
 			defer dev.Close()
-			shards, err := bench.Find(args[0])
+			shards, err := bench.Find(args[0], shardFormats)
 			if err != nil {
 				return fmt.Errorf("feed-test: %w", err)
 			}

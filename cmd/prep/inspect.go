@@ -17,7 +17,6 @@ import (
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/convert"
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/hdf5"
 	"github.com/prep-dev/prep/formats/manifest"
 	"github.com/prep-dev/prep/formats/tarshard"
 )
@@ -320,13 +319,12 @@ func verifyShard(path string, s manifest.Shard) string {
 	if sum != s.SHA256 {
 		return "sha256 mismatch: the file changed after it was written"
 	}
-	if !strings.HasSuffix(path, ".h5") {
-		return ""
-	}
-	got, err := hdf5.Datasets(path)
+	r, err := shardFormats.Open(path, nil) // the file's own layout, not the manifest's
 	if err != nil {
 		return err.Error()
 	}
+	got := r.Spans()
+	r.Close()
 	byName := map[string]formats.DatasetInfo{}
 	for _, d := range got {
 		byName[d.Name] = d
@@ -396,21 +394,26 @@ func orNone(s string) string {
 }
 
 func inspectShard(w io.Writer, path string, jsonOut bool) error {
+	if shardFormats.ForFile(path) == nil {
+		return usagef("inspect %s: want a folder with manifest.json, or a shard (a file ending in %s)", path, strings.Join(shardFormats.Exts(), ", "))
+	}
+	r, err := shardFormats.Open(path, nil)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	var v any
-	switch {
-	case strings.HasSuffix(path, ".h5"):
-		ds, err := hdf5.Datasets(path)
+	switch ds := r.Spans(); {
+	case ds != nil:
+		mr, ok := r.(formats.MetaReader)
+		if !ok {
+			return fmt.Errorf("inspect %s: its format records no run description", path)
+		}
+		meta, err := mr.Meta()
 		if err != nil {
 			return err
 		}
-		meta, err := hdf5.Meta(path)
-		if err != nil {
-			return err
-		}
-		samples := 0
-		if i := slices.IndexFunc(ds, func(d formats.DatasetInfo) bool { return d.Name == "labels" }); i >= 0 && len(ds[i].Shape) > 0 {
-			samples = ds[i].Shape[0]
-		}
+		samples := r.Count()
 		if !jsonOut {
 			fmt.Fprintf(w, "%s: %s, prep %s, seed %d\nrecipe: %s\n", filepath.Base(path), count(samples, "sample"), meta.Version, meta.Seed, orNone(meta.Recipe))
 			if len(meta.Classes) > 0 {
@@ -434,7 +437,7 @@ func inspectShard(w io.Writer, path string, jsonOut bool) error {
 			Classes  []string              `json:"classes,omitempty"`
 			Datasets []formats.DatasetInfo `json:"datasets"`
 		}{filepath.Base(path), samples, meta.Version, meta.Recipe, meta.Seed, meta.Classes, ds}
-	case strings.HasSuffix(path, ".tar"):
+	default:
 		s, err := tarshard.Describe(path)
 		if err != nil {
 			return err
@@ -448,8 +451,6 @@ func inspectShard(w io.Writer, path string, jsonOut bool) error {
 			return nil
 		}
 		v = s
-	default:
-		return usagef("inspect %s: want a folder with manifest.json, an .h5 or a .tar shard", path)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
