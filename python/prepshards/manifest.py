@@ -44,13 +44,15 @@ def _safe_join(folder, name, manifest_path):
         raise UnsafeShardPathError(
             f"{manifest_path}: shard file name {name!r} is empty or not a string; "
             "the manifest is damaged: regenerate it (prep convert --resume or prep merge-manifest)")
-    norm = os.path.normpath(name)
-    if os.path.isabs(name) or norm == ".." or norm.startswith(".." + os.sep) or norm == ".":
+    # As prep (formats/manifest.plainName): a shard is a file directly in
+    # the manifest's folder, never in a subfolder, so both readers take
+    # and refuse the same manifests.
+    if name in (".", "..") or "/" in name or "\\" in name or os.path.isabs(name):
         raise UnsafeShardPathError(
-            f"{manifest_path}: shard file name {name!r} leaves the shard folder {folder}; "
-            "refusing to read it (a manifest names shards relative to its own folder): "
-            "fix the manifest or regenerate it")
-    return os.path.join(folder, norm)
+            f"{manifest_path}: shard file name {name!r} is not a plain file name in the shard "
+            f"folder {folder}; refusing to read it (prep writes shards beside the manifest, and "
+            "prep refuses this manifest too): fix the manifest or regenerate it")
+    return os.path.join(folder, name)
 
 
 def locate(path):

@@ -104,7 +104,7 @@ def test_checksum_mismatch_with_verify(shards, tmp_path):
     ps.ShardDataset(shards["img_h5"], verify=True)  # intact shards pass
 
 
-@pytest.mark.parametrize("bad", ["../x.h5", "/etc/passwd", "", "a/../../x.h5", "."])
+@pytest.mark.parametrize("bad", ["../x.h5", "/etc/passwd", "", "a/../../x.h5", ".", "sub/shard-000000.h5", "sub\\x.h5"])
 def test_unsafe_shard_names(shards, tmp_path, bad):
     folder = copy_shards(shards["img_h5"], tmp_path / "s")
     path = edit_manifest(folder, lambda m: m["shards"][0].update(file=bad))
