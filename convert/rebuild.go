@@ -196,6 +196,10 @@ func (rb *rebuild) convertItems(ctx context.Context, items []rebuildItem, skippe
 
 // compare compares the rebuilt samples with those read from the shard.
 func (rb *rebuild) compare(name string, stored *readSamples, want map[string]*formats.Sample) error {
+	norms, err := rb.normalize(want)
+	if err != nil {
+		return err
+	}
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		got, ok := stored.samples[k]
 		if bad := stored.bad[k]; bad != nil {
@@ -206,12 +210,8 @@ func (rb *rebuild) compare(name string, stored *readSamples, want map[string]*fo
 			rb.mismatch(k, name, "missing from the shard, which the rebuild says must hold it")
 			continue
 		}
-		norm, err := rb.normalize(want[k])
-		if err != nil {
-			return err
-		}
 		rb.res.Samples++
-		if p := diffSamples(got, norm); p != "" {
+		if p := diffSamples(got, norms[k]); p != "" {
 			rb.mismatch(k, name, p)
 		}
 	}
@@ -272,41 +272,69 @@ func (rb *rebuild) convert(ctx context.Context, it *rebuildItem) error {
 	return nil
 }
 
-// normalize passes a rebuilt sample through the run's writer and reader,
-// so that it compares with a stored one in the form the format keeps
-// (a grey image comes back (H,W,1) from a PNG, an npz field by its member
-// name).
-func (rb *rebuild) normalize(s *formats.Sample) (formats.Sample, error) {
+// normalize passes rebuilt samples through the run's writer and reader,
+// so that they compare with stored ones in the form the format keeps (a
+// grey image comes back (H,W,1) from a PNG, an npz field by its member
+// name). They go through one temporary shard, written and synced once;
+// a sample the writer will not put beside the others (another dtype:
+// itself a mismatch) goes through a shard of its own.
+func (rb *rebuild) normalize(want map[string]*formats.Sample) (map[string]formats.Sample, error) {
+	keys := slices.Sorted(maps.Keys(want))
+	out := make(map[string]formats.Sample, len(keys))
+	for len(keys) > 0 {
+		var alone []string
+		got, err := rb.roundTrip(keys, want, &alone)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, got)
+		keys = alone
+	}
+	return out, nil
+}
+
+// roundTrip writes the samples of keys to a temporary shard and reads
+// them back. Those the writer refuses as incompatible with the shard's
+// first go to alone, for the next shard.
+func (rb *rebuild) roundTrip(keys []string, want map[string]*formats.Sample, alone *[]string) (map[string]formats.Sample, error) {
 	f := rb.opt.Format
 	path := filepath.Join(rb.opt.TempDir, fmt.Sprintf(".prep-rebuild-%d%s", os.Getpid(), f.Ext()))
 	w, err := f.Create(path, formats.ShardMeta{Version: rb.m.Version, Recipe: rb.m.Recipe, Seed: rb.m.Seed, Classes: rb.m.Classes})
 	if err != nil {
-		return formats.Sample{}, fmt.Errorf("rebuild: %w (set TMPDIR to a writable folder)", err)
+		return nil, fmt.Errorf("rebuild: %w (set TMPDIR to a writable folder)", err)
 	}
 	defer os.Remove(path)
 	if ex, ok := w.(formats.Expecter); ok {
-		ex.Expect(1)
+		ex.Expect(len(keys))
 	}
-	if err := w.Add(s); err != nil {
-		w.Abort()
-		return formats.Sample{}, fmt.Errorf("rebuild: sample %s: %w", s.Key, err)
+	for i, k := range keys {
+		err := w.Add(want[k])
+		if i > 0 && errors.Is(err, formats.ErrIncompatible) {
+			*alone = append(*alone, k)
+			continue
+		}
+		if err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("rebuild: sample %s: %w", k, err)
+		}
 	}
 	info, err := w.Close()
 	if err != nil {
-		return formats.Sample{}, fmt.Errorf("rebuild: %w", err)
+		return nil, fmt.Errorf("rebuild: %w", err)
 	}
-	got, _, err := shardSamples(f, path, info.Datasets, map[string]*formats.Sample{s.Key: s})
-	if err == nil {
-		err = got.bad[s.Key]
-	}
+	got, _, err := shardSamples(f, path, info.Datasets, want)
 	if err != nil {
-		return formats.Sample{}, fmt.Errorf("rebuild: read back %s: %w", s.Key, err)
+		return nil, fmt.Errorf("rebuild: read back: %w", err)
 	}
-	out, ok := got.samples[s.Key]
-	if !ok {
-		return formats.Sample{}, fmt.Errorf("rebuild: %s did not read back from its own shard", s.Key)
+	for k, bad := range got.bad {
+		return nil, fmt.Errorf("rebuild: read back %s: %w", k, bad)
 	}
-	return out, nil
+	for _, k := range keys {
+		if _, ok := got.samples[k]; !ok && !slices.Contains(*alone, k) {
+			return nil, fmt.Errorf("rebuild: %s did not read back from its own shard", k)
+		}
+	}
+	return got.samples, nil
 }
 
 // ofItem reports whether sample key k belongs to copy c of input key:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/hdf5"
+	"github.com/prep-dev/prep/formats/manifest"
 	"github.com/prep-dev/prep/formats/tarshard"
 )
 
@@ -183,6 +184,33 @@ func TestPickDistinct(t *testing.T) {
 			if v < 0 || v >= tc.total {
 				t.Errorf("pickDistinct(%d, %d): %d out of range", tc.total, tc.n, v)
 			}
+		}
+	}
+}
+
+// TestNormalizeMixed: rebuilt samples go through one temporary shard; one
+// the writer will not put beside the others (another dtype, itself a
+// mismatch to report) goes through a shard of its own, and every sample
+// comes back as the format keeps it.
+func TestNormalizeMixed(t *testing.T) {
+	f32 := formats.Tensor{DType: formats.Float32, Shape: []int{2}, Data: []byte{0, 0, 128, 63, 0, 0, 0, 64}}
+	u8 := formats.Tensor{DType: formats.Uint8, Shape: []int{2, 2, 1}, Data: []byte{1, 2, 3, 4}}
+	want := map[string]*formats.Sample{
+		"a.npy": {Key: "a.npy", Label: 0, Fields: []formats.Field{{Name: "data", Tensor: f32}}},
+		"b.npy": {Key: "b.npy", Label: 1, Fields: []formats.Field{{Name: "data", Tensor: u8}}},
+		"c.npy": {Key: "c.npy", Label: 2, Fields: []formats.Field{{Name: "data", Tensor: f32}}},
+	}
+	rb := &rebuild{opt: &RebuildOptions{Format: hdf5.Format{}, TempDir: t.TempDir()}, m: &manifest.Manifest{}}
+	got, err := rb.normalize(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d samples back, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if d := diffSamples(got[k], *w); d != "" {
+			t.Errorf("%s: %s", k, d)
 		}
 	}
 }
