@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 // TestDiskFull writes a shard onto /dev/full, gathered in memory (no
@@ -19,9 +20,7 @@ import (
 // can say "the disk is full"), in Add or in Close, name the file, and
 // leave no file under the final name.
 func TestDiskFull(t *testing.T) {
-	if _, err := os.Stat("/dev/full"); err != nil {
-		t.Skip("needs /dev/full")
-	}
+	testenv.NeedFile(t, "/dev/full", "create it with mknod -m 666 /dev/full c 1 7")
 	for _, expect := range []int{0, 3} {
 		t.Run(fmt.Sprintf("expect=%d", expect), func(t *testing.T) {
 			dir := t.TempDir()
@@ -69,10 +68,7 @@ func TestDiskFull(t *testing.T) {
 // the errno.
 func TestDiskFullEverywhere(t *testing.T) {
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("needs a tmpfs mount (root): %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	testenv.MountTmpfs(t, dir, "size=4k")
 	long := filepath.Join(dir, strings.Repeat("d", 200), strings.Repeat("e", 200))
 	const samples = 4
 	ref := filepath.Join(t.TempDir(), "s.h5")
@@ -148,7 +144,7 @@ func openFDs(t *testing.T, prefixes ...string) []string {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
+		testenv.Need(t, fmt.Sprintf("/proc/self/fd (%v)", err), "mount proc on /proc")
 	}
 	var open []string
 	for _, e := range ents {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 const edgeDir = "../../testdata/edge"
@@ -124,9 +126,7 @@ func TestDecodeOptions(t *testing.T) {
 // It returns each file's raw RGBA pixels and size.
 func pilReference(t *testing.T, files []string) map[string]*image.NRGBA {
 	t.Helper()
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("Pillow reference needs /usr/bin/python3 with python3-pil (make deps)")
-	}
+	py := testenv.NeedPython(t, "PIL", "numpy")
 	dir := t.TempDir()
 	const script = `
 import json, sys
@@ -144,7 +144,7 @@ for i, path in enumerate(sys.argv[2:]):
     res[path] = [raw, im.size[0], im.size[1]]
 json.dump(res, sys.stdout)
 `
-	cmd := exec.Command("/usr/bin/python3", append([]string{"-c", script, dir}, files...)...)
+	cmd := exec.Command(py, append([]string{"-c", script, dir}, files...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

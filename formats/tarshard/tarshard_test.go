@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 // pixels returns n deterministic pseudo-random bytes.
@@ -186,10 +187,7 @@ type pyMember struct {
 
 func readWithPython(t *testing.T, path string) []pyMember {
 	t.Helper()
-	py := "/usr/bin/python3"
-	if _, err := os.Stat(py); err != nil {
-		t.Skip("needs Debian's python3 with python3-pil and python3-numpy (make deps)")
-	}
+	py := testenv.NeedPython(t, "PIL", "numpy")
 	out, err := exec.Command(py, "-c", pyReader, path).Output()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 // sine returns frames×channels of a sine sweep, each channel a different
@@ -131,10 +132,7 @@ func writeFile(t *testing.T, c testCase) string {
 // TestPythonWave reads the PCM files with Python's wave module, which
 // accepts PCM only.
 func TestPythonWave(t *testing.T) {
-	py := "/usr/bin/python3"
-	if _, err := os.Stat(py); err != nil {
-		t.Skip("needs Debian's python3 (make deps)")
-	}
+	py := testenv.NeedPython(t)
 	for _, c := range cases {
 		if c.dtype != formats.Int16 {
 			continue
@@ -161,9 +159,7 @@ with wave.open(sys.argv[1]) as w:
 
 // TestSoxi reads every file with sox's soxi.
 func TestSoxi(t *testing.T) {
-	if _, err := exec.LookPath("soxi"); err != nil {
-		t.Skip("needs soxi (apt sox, make deps)")
-	}
+	testenv.NeedCommand(t, "soxi", "sox")
 	for _, c := range cases {
 		if c.frames == 0 {
 			continue // soxi warns on an empty file
