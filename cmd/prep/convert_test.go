@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prep-dev/prep/augment"
+	"github.com/prep-dev/prep/cloudsrc/gcstest"
 	"github.com/prep-dev/prep/convert"
 	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/hdf5"
@@ -388,40 +390,69 @@ func TestInputListUnsupported(t *testing.T) {
 // TestSIGINTThenResume interrupts the real binary mid-run: it must exit
 // 130 and leave no temp file and no manifest; --resume must then give the
 // bytes of an uninterrupted run.
+//
+// The photos come from a fake bucket. In the interrupted run, a proxy holds
+// the download of the last one, whose 12 copies fill shards 14 and 15, for
+// longer than the test may take: the run writes shards 0 to 12 (13 too,
+// were a shard closed before the next one's first item), then certainly
+// waits until the signal ends it.
 func TestSIGINTThenResume(t *testing.T) {
+	const src, last, before = "gs://raw/photos", "photos/space/rocket.jpg", "shard-000012.h5"
+	srv := gcstest.NewServer(t, seedPhotos(t)...)
 	args := func(dst string) []string {
-		return []string{"convert", "../../testdata/images", dst, "--recipe", demoRecipe, "--seed", "3",
+		return []string{"convert", src, dst, "--recipe", demoRecipe, "--seed", "3", "--order", "sorted",
 			"--copies", "12", "--items-per-shard", "6", "--workers", "1", "--decoder", "go"}
 	}
 	clean := t.TempDir()
 	if _, stderr, code := prepRun(t, args(clean)...); code != 0 {
 		t.Fatalf("clean run exit %d: %s", code, stderr)
 	}
+	want := readDir(t, clean)
+	if len(want) != 17 {
+		t.Fatalf("clean run wrote %d files, want 16 shards and the manifest", len(want))
+	}
+	direct := srv.URL
+	hold := &gcstest.Proxy{StallPath: last, Stall: time.Hour}
+	srv.Use(t, hold)
 	dst := t.TempDir()
-	cmd := exec.Command(prepBinary(t), args(dst)...)
+	cmd := exec.Command(prepBinary(t), append(args(dst), "--io-timeout", "1h", "--object-timeout", "1h")...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dst, "shard-000001.h5")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(2 * time.Minute)
+	for waiting := true; waiting; {
+		select {
+		case err := <-exited:
+			t.Fatalf("the run ended (%v) before it wrote %s: it must wait for %s; stderr:\n%s", err, before, last, stderr.String())
+		case <-timeout:
 			cmd.Process.Kill()
-			t.Fatal("no shard appeared")
+			<-exited
+			t.Fatalf("no %s after 2 minutes; %s holds %v; stderr:\n%s", before, dst, slices.Sorted(maps.Keys(readDir(t, dst))), stderr.String())
+		case <-tick.C:
+			_, err := os.Stat(filepath.Join(dst, before))
+			waiting = err != nil
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
-	partial := readDir(t, dst)
-	want := readDir(t, clean)
-	if _, ok := partial[manifest.FileName]; ok && err == nil {
-		t.Skip("the run finished before the signal arrived")
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("the run did not stop within a minute of SIGINT; stderr:\n%s", stderr.String())
 	}
+	t.Setenv("STORAGE_EMULATOR_HOST", direct)
+	if hold.Stalled() == 0 {
+		t.Errorf("no request for %s was held: the signal may have come at any point", last)
+	}
+	partial := readDir(t, dst)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
 		t.Fatalf("interrupted run: %v (want exit 130); stderr:\n%s", err, stderr.String())
@@ -439,6 +470,12 @@ func TestSIGINTThenResume(t *testing.T) {
 		}
 		if strings.HasPrefix(name, "shard-") && !bytes.Equal(data, want[name]) {
 			t.Errorf("%s is under its final name but differs from the clean run", name)
+		}
+	}
+	for i := range 16 {
+		name := convert.ShardName(i, ".h5")
+		if _, ok := partial[name]; ok != (i <= 12) && i != 13 {
+			t.Errorf("the interrupted run left %s: %v; want shards 0 to 12 (13 may be), none that needs %s", name, ok, last)
 		}
 	}
 	if _, stderr, code := prepRun(t, append(args(dst), "--resume")...); code != 0 {
