@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/disintegration/imaging"
+
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 // pilScript applies Pillow's ImageEnhance (what torchvision's ColorJitter
@@ -36,10 +38,7 @@ for arg in sys.argv[2:]:
 // TestColorMatchesPillow compares brightness, contrast, saturation and
 // grayscale with Pillow byte for byte.
 func TestColorMatchesPillow(t *testing.T) {
-	const py = "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import PIL").Run(); err != nil {
-		t.Skipf("%s with PIL not available (make deps installs python3-pil): %v", py, err)
-	}
+	py := testenv.NeedPython(t, "PIL")
 	img := noiseImage(64, 48, 11)
 	// Mid-grey patches make contrast's mean and the blends less extreme.
 	for i := 0; i < len(img.Pix)/2; i += 4 {

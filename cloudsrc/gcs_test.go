@@ -22,6 +22,7 @@ import (
 
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/cloudsrc/gcstest"
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 // data returns n deterministic bytes derived from seed.
@@ -395,7 +396,7 @@ func TestNoCredentials(t *testing.T) {
 	t.Setenv("CLOUDSDK_CONFIG", t.TempDir())
 	_, err := cloudsrc.OpenSource(context.Background(), "gs://b/raw")
 	if err == nil {
-		t.Skip("this machine has credentials (a GCE metadata server)")
+		testenv.SkipHardware(t, "a GCE metadata server gives this machine credentials")
 	}
 	wantErr(t, err, `gs://b/raw: no Google Cloud credentials found: run "gcloud auth application-default login", or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file`)
 }

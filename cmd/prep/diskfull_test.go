@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 // TestDiskFullThenResume converts onto a 2 MiB tmpfs: the run must stop
@@ -13,10 +15,7 @@ import (
 // to exactly what an uninterrupted run writes.
 func TestDiskFullThenResume(t *testing.T) {
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("needs a tmpfs mount (root): %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	testenv.MountTmpfs(t, dir, "size=2m")
 	args := func(dst string) []string {
 		return []string{"convert", "../../testdata/images", dst, "--recipe", "resize=256,crop=224", "--seed", "5",
 			"--copies", "3", "--items-per-shard", "4"}
@@ -73,10 +72,7 @@ func TestDiskFullThenResume(t *testing.T) {
 // refused in prep's words, naming it and the fix, before anything runs.
 func TestReadOnlyDestination(t *testing.T) {
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("needs a tmpfs mount (root): %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	testenv.MountTmpfs(t, dir, "size=1m,ro")
 	_, stderr, code := prepRun(t, "convert", "../../testdata/images", dir)
 	want := "destination " + dir + " is not writable ("
 	if code != exitFailure || !strings.Contains(stderr, want) || !strings.Contains(stderr, "read-only file system): choose another destination, or fix its permissions") {

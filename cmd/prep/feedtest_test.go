@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 func TestFeedTestHost(t *testing.T) {
@@ -111,8 +113,9 @@ func stubCUDA(t *testing.T, symbols []string, countResult int) string {
 	if err := os.WriteFile(c, []byte(src.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", filepath.Join(dir, "libcuda.so.1"), c).CombinedOutput(); err != nil {
-		t.Skipf("no C compiler to build a stub driver: %v\n%s", err, out)
+	cc := testenv.NeedCommand(t, "cc", "gcc")
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", filepath.Join(dir, "libcuda.so.1"), c).CombinedOutput(); err != nil {
+		t.Fatalf("build a stub driver: %v\n%s", err, out)
 	}
 	return dir
 }

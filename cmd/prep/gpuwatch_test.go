@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/prep-dev/prep/bench/gpu"
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 func TestGPUWatchNoGPU(t *testing.T) {
 	if haveLib("libnvidia-ml.so.1") {
-		t.Skip("NVML is installed here; the no-driver path cannot be reached")
+		testenv.SkipHardware(t, "NVML is installed (a GPU driver): the no-driver path cannot be reached")
 	}
 	_, stderr, code := prepRun(t, "gpu-watch", "--duration", "1s")
 	if code != exitNoGPU || stderr != "prep: libnvidia-ml.so.1 not found: no NVIDIA driver on this machine\n" {

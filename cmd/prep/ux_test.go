@@ -19,6 +19,7 @@ import (
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/convert"
 	"github.com/prep-dev/prep/formats/manifest"
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 // execute runs prep in this process, as run does, and returns its
@@ -40,7 +41,7 @@ func cpuInfoSIMD(t *testing.T) string {
 	t.Helper()
 	data, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
-		t.Skipf("no /proc/cpuinfo: %v", err)
+		testenv.Need(t, "/proc/cpuinfo ("+err.Error()+")", "mount proc on /proc")
 	}
 	var flags []string
 	for _, line := range strings.Split(string(data), "\n") {
@@ -115,12 +116,7 @@ func TestVersionFastPaths(t *testing.T) {
 // Makefile builds with GOEXPERIMENT=simd, whatever the caller's
 // environment.
 func TestMakeInstall(t *testing.T) {
-	if _, err := exec.LookPath("make"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("make is missing: apt-get install make")
-		}
-		t.Skip("make is missing")
-	}
+	testenv.NeedCommand(t, "make", "make")
 	tmp := t.TempDir()
 	stage, prefix := filepath.Join(tmp, "stage"), "/opt/prep"
 	// BIN keeps the build out of the shared bin/; GOEXPERIMENT= shows that
