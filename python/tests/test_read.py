@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from conftest import CONVERSIONS, ROOT, h5_reference, need, reference
+from conftest import CONVERSIONS, ROOT, h5_reference, missing, need, reference
 
 np = need("numpy")
 import prepshards as ps  # noqa: E402
@@ -186,7 +186,7 @@ def test_png_pil_written():
 def test_float_wav_equals_hdf5(shards):
     # the same conversion as 2-channel float32 WAV in tar and in HDF5
     if "audio_wav_f32" not in shards:
-        pytest.skip("ffmpeg missing")
+        missing("ffmpeg (make deps installs it)")
     wav = ps.ShardDataset(shards["audio_wav_f32"])
     h5 = ps.ShardDataset(shards["audio_h5_f32"])
     assert len(wav) == len(h5) == 3
