@@ -7,8 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -236,4 +239,247 @@ func TestCommas(t *testing.T) {
 			t.Errorf("Commas(%v) = %q, want %q", x, got, want)
 		}
 	}
+}
+
+func TestFeedSummarize(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		readers  int
+		bytes    int64
+		linkGBps float64
+		wall     time.Duration
+		decode   bool
+		stats    []feedStats
+		samples  int
+		perSec   float64
+		gbps     float64
+		stages   []Stage
+		limit    string
+	}{
+		{"read-bound", 2, 2e9, 4, 2 * time.Second, false,
+			[]feedStats{{read: time.Second, assemble: 250 * time.Millisecond, fileBytes: 1e9, samples: 100},
+				{read: 3 * time.Second, assemble: 750 * time.Millisecond, fileBytes: 1e9, samples: 300}},
+			400, 200, 1,
+			[]Stage{{StageRead, 1, 1e9}, {StageAssemble, 0.25, 4e9}, {StageCopy, 0.25, 4e9}}, StageRead},
+		{"decode-bound tar", 1, 4e8, 0.8, time.Second, true,
+			[]feedStats{{read: 100 * time.Millisecond, decode: 800 * time.Millisecond, assemble: 50 * time.Millisecond, fileBytes: 1e8, decoded: 4e8, samples: 50}},
+			50, 50, 0.4,
+			[]Stage{{StageRead, 0.1, 1e9}, {StageDecode, 0.8, 5e8}, {StageAssemble, 0.05, 8e9}, {StageCopy, 0.5, 8e8}}, StageDecode},
+		{"copy-bound", 2, 2e9, 2.5, time.Second, false,
+			[]feedStats{{read: 200 * time.Millisecond, assemble: 100 * time.Millisecond, fileBytes: 1e9, samples: 10},
+				{read: 200 * time.Millisecond, assemble: 100 * time.Millisecond, fileBytes: 1e9, samples: 10}},
+			20, 20, 2,
+			[]Stage{{StageRead, 0.2, 1e10}, {StageAssemble, 0.1, 2e10}, {StageCopy, 0.8, 2.5e9}}, StageCopy},
+		// No clock and no link speed: nothing is busy, the first stage
+		// of equals is named, and no rate divides by zero.
+		{"no wall, no link", 1, 10, 0, 0, false,
+			[]feedStats{{read: time.Second, fileBytes: 10, samples: 1}},
+			1, 0, 0,
+			[]Stage{{StageRead, 0, 10}, {StageAssemble, 0, 0}, {StageCopy, 0, 0}}, StageRead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &FeedResult{Readers: tc.readers, Bytes: tc.bytes, LinkGBps: tc.linkGBps}
+			res.summarize(tc.stats, tc.wall, tc.decode)
+			if res.Samples != tc.samples || res.Seconds != tc.wall.Seconds() || !near(res.SamplesPerSec, tc.perSec) || !near(res.GBps, tc.gbps) {
+				t.Errorf("%d samples in %vs, %v samples/s, %v GB/s; want %d in %vs, %v samples/s, %v GB/s",
+					res.Samples, res.Seconds, res.SamplesPerSec, res.GBps, tc.samples, tc.wall.Seconds(), tc.perSec, tc.gbps)
+			}
+			if len(res.Stages) != len(tc.stages) {
+				t.Fatalf("stages %+v, want %+v", res.Stages, tc.stages)
+			}
+			for i, want := range tc.stages {
+				if got := res.Stages[i]; got.Name != want.Name || !near(got.Busy, want.Busy) || !near(got.Rate, want.Rate) {
+					t.Errorf("stage %d: %+v, want %+v", i, got, want)
+				}
+			}
+			if res.Limit != tc.limit {
+				t.Errorf("limit %q, want %q", res.Limit, tc.limit)
+			}
+		})
+	}
+}
+
+// near reports whether a and b agree to within float64 rounding.
+func near(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-12*max(math.Abs(a), math.Abs(b))
+}
+
+func TestAssembler(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		writes []string
+		want   []string // batches sent, after a final flush
+	}{
+		{"split across slots", []string{"abc", "defgh", "ij"}, []string{"abcd", "efgh", "ij"}},
+		{"exact fill sends no empty batch", []string{"ab", "cd", "efgh"}, []string{"abcd", "efgh"}},
+		{"one write over three slots", []string{"abcdefghijk"}, []string{"abcd", "efgh", "ijk"}},
+		{"empty writes", []string{"", "a", ""}, []string{"a"}},
+		{"nothing", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := newRing(gpu.NewHost(), 3, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.release()
+			full := make(chan *slot, len(r.slots))
+			var st feedStats
+			a := assembler{ctx: context.Background(), dev: r.dev, free: r.free, full: full, shard: 7, st: &st}
+			for _, w := range tc.writes {
+				if err := a.write([]byte(w)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.flush(); err != nil {
+				t.Fatal(err)
+			}
+			close(full)
+			var got []string
+			for s := range full {
+				if s.shard != 7 {
+					t.Errorf("batch %q from shard %d, want 7", s.host[:s.n], s.shard)
+				}
+				got = append(got, string(s.host[:s.n]))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("batches %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAssemblerCancelled(t *testing.T) {
+	r, err := newRing(gpu.NewHost(), 2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.release()
+	ctx, cancel := context.WithCancel(context.Background())
+	var st feedStats
+	// Nobody takes batches: whether write sees the cancel before or after
+	// it fills a slot, the slot can never be sent.
+	a := assembler{ctx: ctx, dev: r.dev, free: r.free, full: make(chan *slot), st: &st}
+	cancel()
+	if err := a.write([]byte("abcdef")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("write after cancel: %v, want %v", err, context.Canceled)
+	}
+}
+
+// ringDevice is a host Device that fails the fail-th call of method
+// failOn and counts what is allocated and not freed.
+type ringDevice struct {
+	gpu.Device
+	failOn string
+	fail   int
+	calls  map[string]int
+	live   map[string]int // "stream", "event", "host", "device"
+	syncs  int
+}
+
+var errRing = errors.New("injected failure")
+
+func (d *ringDevice) call(method string) error {
+	d.calls[method]++
+	if method == d.failOn && d.calls[method] == d.fail {
+		return errRing
+	}
+	return nil
+}
+
+func (d *ringDevice) NewStream() (gpu.Stream, error) {
+	if err := d.call("NewStream"); err != nil {
+		return 0, err
+	}
+	return d.Device.NewStream()
+}
+
+func (d *ringDevice) NewEvent() (gpu.Event, error) {
+	if err := d.call("NewEvent"); err != nil {
+		return 0, err
+	}
+	d.live["event"]++
+	return d.Device.NewEvent()
+}
+
+func (d *ringDevice) FreeEvent(e gpu.Event) error {
+	d.live["event"]--
+	return d.Device.FreeEvent(e)
+}
+
+func (d *ringDevice) AllocHost(n int) ([]byte, error) {
+	if err := d.call("AllocHost"); err != nil {
+		return nil, err
+	}
+	d.live["host"]++
+	return d.Device.AllocHost(n)
+}
+
+func (d *ringDevice) FreeHost(b []byte) error {
+	d.live["host"]--
+	return d.Device.FreeHost(b)
+}
+
+func (d *ringDevice) Alloc(n int) (gpu.DevicePtr, error) {
+	if err := d.call("Alloc"); err != nil {
+		return 0, err
+	}
+	d.live["device"]++
+	return d.Device.Alloc(n)
+}
+
+func (d *ringDevice) Free(p gpu.DevicePtr) error {
+	d.live["device"]--
+	return d.Device.Free(p)
+}
+
+func (d *ringDevice) Sync(s gpu.Stream) error {
+	d.syncs++
+	return d.Device.Sync(s)
+}
+
+func TestNewRingReleasesOnError(t *testing.T) {
+	for _, tc := range []struct {
+		failOn string
+		fail   int
+		syncs  int // a ring with a stream syncs it before freeing
+	}{
+		{"NewStream", 1, 0},
+		{"NewEvent", 1, 1},
+		{"NewEvent", 3, 1},
+		{"AllocHost", 2, 1}, // the second slot's event is already made
+		{"Alloc", 1, 1},     // the first slot's host buffer and event too
+		{"Alloc", 3, 1},
+	} {
+		t.Run(fmt.Sprintf("%s#%d", tc.failOn, tc.fail), func(t *testing.T) {
+			d := &ringDevice{Device: gpu.NewHost(), failOn: tc.failOn, fail: tc.fail, calls: map[string]int{}, live: map[string]int{}}
+			r, err := newRing(d, 3, 64)
+			if !errors.Is(err, errRing) || r != nil {
+				t.Fatalf("newRing: %v, %v; want %v", r, err, errRing)
+			}
+			for what, n := range d.live {
+				if n != 0 {
+					t.Errorf("%d %s allocations left", n, what)
+				}
+			}
+			if d.syncs != tc.syncs {
+				t.Errorf("%d syncs, want %d", d.syncs, tc.syncs)
+			}
+		})
+	}
+	t.Run("released", func(t *testing.T) {
+		d := &ringDevice{Device: gpu.NewHost(), calls: map[string]int{}, live: map[string]int{}}
+		r, err := newRing(d, 3, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.free) != 3 || d.live["host"] != 3 || d.live["event"] != 3 || d.live["device"] != 3 {
+			t.Fatalf("%d free slots, live %v; want 3 of each", len(r.free), d.live)
+		}
+		r.release()
+		for what, n := range d.live {
+			if n != 0 {
+				t.Errorf("%d %s allocations left", n, what)
+			}
+		}
+	})
 }
