@@ -23,26 +23,30 @@ def assert_same(got, want, what):
     assert np.array_equal(got, want), f"{what}: values differ"
 
 
-@pytest.mark.parametrize("shard", sorted(CONVERSIONS), indirect=True)
-def test_every_sample_matches_reference(shard):
-    ref = reference(shard)
-    ds = ps.ShardDataset(shard)
+def assert_matches_reference(ds, ref, what):
+    """Every sample, label and key of ds equals the reference reader's."""
     assert len(ds) == len(ref) > 0
-    assert ds.format_version == ps.SUPPORTED_FORMAT_VERSION == 2
-    assert ds.order in ("sorted", "shuffle")
     keys = ds.keys
     labels = ds.labels
     for i, (fields, label, key) in enumerate(ref):
         sample, lab = ds[i]
         if len(fields) == 1:
             (want,) = fields.values()
-            assert_same(sample, want, f"{shard}[{i}]")
+            assert_same(sample, want, f"{what}[{i}]")
         else:
-            assert isinstance(sample, dict) and sorted(sample) == sorted(fields), f"{shard}[{i}]"
+            assert isinstance(sample, dict) and sorted(sample) == sorted(fields), f"{what}[{i}]"
             for n, want in fields.items():
-                assert_same(sample[n], want, f"{shard}[{i}].{n}")
+                assert_same(sample[n], want, f"{what}[{i}].{n}")
         assert lab == label == labels[i]
         assert keys[i] == key == ds.key(i)
+
+
+@pytest.mark.parametrize("shard", sorted(CONVERSIONS), indirect=True)
+def test_every_sample_matches_reference(shard):
+    ds = ps.ShardDataset(shard)
+    assert ds.format_version == ps.SUPPORTED_FORMAT_VERSION == 2
+    assert ds.order in ("sorted", "shuffle")
+    assert_matches_reference(ds, reference(shard), shard)
 
 
 def test_classes_and_labels(shards):
