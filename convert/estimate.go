@@ -316,7 +316,7 @@ func (e *Estimate) convertSample(ctx context.Context, l *Listing, opt *EstimateO
 func (e *Estimate) timeRun(ctx context.Context, l *Listing, items []*sampled, opt *EstimateOptions) error {
 	dir, err := os.MkdirTemp(opt.TempDir, ".prep-plan-run-")
 	if err != nil {
-		return fmt.Errorf("plan: %w (set TMPDIR to a writable folder)", err)
+		return fmt.Errorf("%w (set TMPDIR to a writable folder)", err)
 	}
 	defer os.RemoveAll(dir)
 	sink, err := cloudsrc.NewLocalSink(dir)
@@ -347,7 +347,7 @@ func (e *Estimate) timeRun(ctx context.Context, l *Listing, items []*sampled, op
 		Progress: progress,
 	})
 	if err != nil {
-		return fmt.Errorf("plan: timing a run of the sample: %w", err)
+		return fmt.Errorf("timing a run of the sample: %w", err)
 	}
 	r := &e.Rate
 	r.Workers, r.Seconds = opt.Workers, sum.Seconds
@@ -619,30 +619,36 @@ func (m *measure) write(first, k int) (written, error) {
 	start := time.Now()
 	w, err := m.opt.Format.Create(path, meta)
 	if err != nil {
-		return written{}, fmt.Errorf("plan: measuring shard in %s: %w (set TMPDIR to a writable folder)", m.opt.TempDir, err)
+		return written{}, fmt.Errorf("measuring shard in %s: %w (set TMPDIR to a writable folder)", m.opt.TempDir, err)
 	}
 	defer os.Remove(path)
 	if ex, ok := w.(formats.Expecter); ok {
 		ex.Expect(int(float64(k)*m.perItem + 0.5))
 	}
 	var out written
+	firstKey := ""
 	for p := first; p < first+k; p++ {
 		e, c := m.layout.item(p)
 		it := m.items[(p-first)%len(m.items)]
 		for i := range it.samples {
 			s := m.placed(&it.samples[i], it, m.l.Entries[e], c)
+			if firstKey == "" {
+				firstKey = s.Key
+			}
 			if err := w.Add(&s); err != nil {
-				if errors.Is(err, formats.ErrIncompatible) {
-					continue
-				}
 				w.Abort()
-				return written{}, fmt.Errorf("plan: measuring shard: %w", err)
+				if errors.Is(err, formats.ErrIncompatible) {
+					// convert stops on it: say so now, not after an
+					// estimate of a run that cannot finish.
+					return written{}, fmt.Errorf("convert would stop: %w", mixedKinds(it.entry.Src.URI(it.entry.Key), err, "a shard", firstKey))
+				}
+				return written{}, fmt.Errorf("measuring shard: %w", err)
 			}
 			out.payload += s.Bytes()
 		}
 	}
 	if out.info, err = w.Close(); err != nil {
-		return written{}, fmt.Errorf("plan: measuring shard: %w", err)
+		return written{}, fmt.Errorf("measuring shard: %w", err)
 	}
 	m.written += out.info.Bytes
 	m.writeTime += time.Since(start)

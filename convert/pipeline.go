@@ -412,8 +412,7 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 						// Inputs of different kinds mixed in one SRC: not
 						// damage to skip file by file, which would drop a
 						// share of the dataset that depends on the order.
-						return fmt.Errorf("%s: %w; shard %d started with %s: one shard holds one kind of sample, so convert such inputs in separate runs (an input list or a glob picks them) or give each its own shard (--items-per-shard 1)",
-							j.entry.Src.URI(j.entry.Key), err, cur.index, cur.first)
+						return mixedKinds(j.entry.Src.URI(j.entry.Key), err, fmt.Sprintf("shard %d", cur.index), cur.first)
 					}
 					return fmt.Errorf("shard %d: %w", cur.index, err)
 				}
@@ -503,4 +502,12 @@ func hashReader(rd io.Reader) (string, int64, error) {
 			return "", n, err
 		}
 	}
+}
+
+// mixedKinds is the error of a run that meets a sample its shard cannot
+// take beside the shard's first (formats.ErrIncompatible): what, where,
+// and the two ways out.
+func mixedKinds(uri string, err error, shard, first string) error {
+	return fmt.Errorf("%s: %w; %s started with %s: one shard holds one kind of sample, so convert such inputs in separate runs (an input list or a glob picks them) or give each its own shard (--items-per-shard 1)",
+		uri, err, shard, first)
 }

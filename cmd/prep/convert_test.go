@@ -267,6 +267,8 @@ func TestConvertErrors(t *testing.T) {
 		{"foreign files", []string{"convert", "../../testdata/images", foreign}, exitFailure, "notes.txt"},
 		{"args", []string{"convert", "only-one"}, exitUsage, "convert takes SRC DST, got 1"},
 		{"strict", []string{"convert", "../../testdata/edge", t.TempDir(), "--strict"}, exitFailure, "--strict"},
+		{"plan, mixed dtypes", []string{"plan", mixedDTypes, "--order", "sorted", "--probe-size", "0"}, exitFailure,
+			"prep: plan: timing a run of the sample: " + filepath.Join(mixedDTypes, "b.npy") + ": incompatible sample: field data int32[3 4] does not match the shard's data float32[3 4]; shard 0 started with a.npy: one shard holds one kind of sample"},
 		{"mixed dtypes", []string{"convert", mixedDTypes, t.TempDir(), "--order", "sorted"}, exitFailure,
 			filepath.Join(mixedDTypes, "b.npy") + ": incompatible sample: field data int32[3 4] does not match the shard's data float32[3 4]; shard 0 started with a.npy: one shard holds one kind of sample, so convert such inputs in separate runs"},
 		{"strict cut video", []string{"convert", cutVideo, t.TempDir(), "--strict"}, exitFailure, "cut.mkv: ffmpeg: video cut off or damaged: 23 frames decoded"},
