@@ -291,6 +291,10 @@ func TestDestinationLeftovers(t *testing.T) {
 			nil, []string{"manifest.json.tmp", ".prep-progress.json.tmp"}},
 		{"crashed shard, no flag", true, map[string]string{"shard-000005.h5.tmp": "half"}, false, "--resume", nil, nil},
 		{"crashed shard alone", false, map[string]string{"shard-000005.h5.tmp": "half"}, false, "", nil, []string{"shard-000005.h5.tmp"}},
+		{"crashed shard's spill files", false, map[string]string{"shard-000005.h5.tmp": "half", "shard-000005.h5.tmp.spill0": "x", "shard-000005.h5.tmp.spill1": "y"},
+			false, "", nil, []string{"shard-000005.h5.tmp", "shard-000005.h5.tmp.spill0", "shard-000005.h5.tmp.spill1"}},
+		{"crashed spill, overwrite", true, map[string]string{"shard-000000.h5.tmp.spill0": "x", "backup.tmp.spill0": "mine"}, true, "",
+			[]string{"backup.tmp.spill0"}, []string{"shard-000000.h5.tmp.spill0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

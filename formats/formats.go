@@ -10,6 +10,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -255,13 +256,29 @@ type DatasetInfo struct {
 // TempName is the name a shard is written under until it is complete.
 func TempName(path string) string { return path + ".tmp" }
 
+// SpillName is the name of scratch file k that a shard writer keeps beside
+// path's TempName while the shard is written ("shard-000001.h5.tmp.spill0"):
+// bytes it would otherwise hold in memory until it can lay the shard out.
+// IsTemp knows the name, so a killed run's scratch files are removed with
+// its temp files.
+func SpillName(path string, k int) string { return TempName(path) + ".spill" + strconv.Itoa(k) }
+
 // IsTemp reports whether name (a base name or a slash-separated key) is a
 // file prep is still writing: one of its own files (IsPrepFile) under its
-// TempName. Other files that end in .tmp belong to someone else and are
-// left alone.
+// TempName, or a scratch file beside one (SpillName). Other files that end
+// in .tmp belong to someone else and are left alone.
 func IsTemp(name string) bool {
-	stem, ok := strings.CutSuffix(name[strings.LastIndexByte(name, '/')+1:], ".tmp")
+	base := name[strings.LastIndexByte(name, '/')+1:]
+	if i := strings.LastIndex(base, ".spill"); i >= 0 && isDigits(base[i+len(".spill"):]) {
+		base = base[:i]
+	}
+	stem, ok := strings.CutSuffix(base, ".tmp")
 	return ok && IsPrepFile(stem)
+}
+
+// isDigits reports whether s is one or more decimal digits.
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // IsPrepFile reports whether base is the final name of a file prep

@@ -133,13 +133,21 @@ func (st *stream) closeLib() error {
 
 // gather leaves streaming for gathering in memory, when the samples do
 // not fit the planned file after all (a sample of another shape, more or
-// fewer samples than expected): it reads back what was written and drops
-// the file, which Close writes anew.
+// fewer samples than expected): it reads back what was written, or moves
+// it to spill files when it is more than the writer keeps in memory, and
+// drops the file, which Close writes anew.
 func (w *writer) gather() error {
 	st := w.stream
 	w.stream = nil
 	defer os.Remove(formats.TempName(w.path))
 	defer st.close()
+	var streamed int64
+	for _, c := range w.cols {
+		streamed += int64(c.n) * int64(c.size)
+	}
+	if streamed > w.budget {
+		return w.spillStream(st)
+	}
 	for k, c := range w.cols {
 		w.buffer(c)
 		n := c.n * c.size

@@ -32,9 +32,10 @@ func (Format) Ext() string { return ".h5" }
 // streams each sample into the file as it comes (stream.go); otherwise, or
 // when the samples turn out not to fit that plan, they are gathered in
 // memory, in pooled buffers so that successive shards reuse memory
-// already touched.
+// already touched, and past spillAfter bytes in files beside the shard
+// (spill.go).
 func (Format) Create(path string, meta formats.ShardMeta) (formats.ShardWriter, error) {
-	return &writer{path: path, meta: meta}, nil
+	return &writer{path: path, meta: meta, budget: spillAfter}, nil
 }
 
 // spare keeps the column buffers of finished shards for the next shard.
@@ -86,7 +87,8 @@ type column struct {
 	shape []int   // the first sample's shape
 	fixed bool    // every sample so far has shape
 	size  int     // bytes per sample while fixed
-	buf   *[]byte // gathered samples; nil while streaming
+	buf   *[]byte // gathered samples; nil while streaming or once spilled
+	spill *spill  // gathered samples once the shard's passed the budget
 	// shapes holds every sample's shape once the column turns ragged;
 	// while it is fixed, each shape is just shape.
 	shapes [][]int
@@ -102,6 +104,7 @@ type writer struct {
 	keys   []string
 	rate   int // the first sample's audio rate; every sample must share it
 	stream *stream
+	budget int64 // gathered bytes kept in memory before they spill (spillAfter)
 }
 
 // Expect sizes the shard's buffers from the first sample: growing a
@@ -133,6 +136,14 @@ func (w *writer) Add(s *formats.Sample) error {
 			return err
 		}
 	}
+	if w.stream == nil && w.heldBytes()+s.Bytes() > w.budget {
+		if err := w.spillAll(); err != nil {
+			if len(w.keys) == 0 { // leave the writer as before the sample
+				w.release()
+			}
+			return err
+		}
+	}
 	if w.stream != nil {
 		if err := w.stream.add(s, len(w.keys)); err != nil {
 			if len(w.keys) == 0 { // leave the writer as before the sample
@@ -158,6 +169,13 @@ func (w *writer) Add(s *formats.Sample) error {
 		if c.buf != nil {
 			*c.buf = append(*c.buf, f.Data...)
 		}
+		if c.spill != nil {
+			// The shard cannot be finished after this: the caller
+			// aborts it (a full disk stops the run).
+			if err := c.spill.write(f.Data); err != nil {
+				return fmt.Errorf("write shard %s: spill %s: %w", w.path, c.name, err)
+			}
+		}
 		c.n++
 	}
 	w.labels = append(w.labels, s.Label)
@@ -179,11 +197,13 @@ func (w *writer) fits(s *formats.Sample) bool {
 	return true
 }
 
-// buffer gives c a pooled buffer with room for the shard's samples.
+// buffer gives c a pooled buffer with room for the shard's samples, or
+// for as many as the writer keeps in memory before it spills them.
 func (w *writer) buffer(c *column) {
 	c.buf = getBuf()
 	*c.buf = (*c.buf)[:0]
-	if need := max(w.expect, c.n+1) * c.size; cap(*c.buf) < need {
+	need := min(int64(max(w.expect, c.n+1))*int64(c.size), w.budget+int64(c.size))
+	if int64(cap(*c.buf)) < need {
 		*c.buf = make([]byte, 0, need)
 	}
 }
@@ -277,6 +297,10 @@ func (w *writer) release() {
 			putBuf(c.buf)
 		}
 		c.buf = nil
+		if c.spill != nil {
+			c.spill.remove()
+		}
+		c.spill = nil
 	}
 	w.cols = nil
 }
@@ -314,8 +338,8 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 	var err error
 	if w.stream != nil {
 		infos, err = w.finishStream()
-	} else {
-		infos, err = w.write(tmp)
+	} else if infos, err = w.write(tmp); err == nil {
+		err = w.fillSpilled(tmp, infos)
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -368,13 +392,28 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 		if err := makeGroup(f, c.name, made); err != nil {
 			return nil, err
 		}
+		// A spilled column's dataset is only laid out here: Close fills it
+		// once the library has let go of the file (fillSpilled).
+		data := func(shape []int) error {
+			if c.spill == nil {
+				return add(c.name, c.dtype, shape, *c.buf)
+			}
+			if size := elements(shape) * int64(c.dtype.Size()); size != c.spill.n {
+				return fmt.Errorf("dataset %s: %d bytes spilled for shape %v, want %d", c.name, c.spill.n, shape, size)
+			}
+			if err := add(c.name, c.dtype, shape, nil); err != nil {
+				return err
+			}
+			infos[len(infos)-1].Size = c.spill.n
+			return nil
+		}
 		if c.fixed {
-			if err := add(c.name, c.dtype, append([]int{n}, c.shape...), *c.buf); err != nil {
+			if err := data(append([]int{n}, c.shape...)); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if err := w.writeRagged(c, add); err != nil {
+		if err := w.writeRagged(c, data, add); err != nil {
 			return nil, err
 		}
 	}
@@ -428,10 +467,11 @@ func (w *writer) writeTail(f *hdf5.File, infos []formats.DatasetInfo) ([]formats
 }
 
 // writeRagged writes a column whose samples differ in shape: the
-// elements flat, element offsets (n+1) and shapes (n, rank). When the
-// samples differ in rank, shapes has as many columns as the largest rank,
-// a shorter shape is padded with -1, and ranks (n,) holds each rank.
-func (w *writer) writeRagged(c *column, add func(string, formats.DType, []int, []byte) error) error {
+// elements flat (through data), element offsets (n+1) and shapes (n,
+// rank). When the samples differ in rank, shapes has as many columns as
+// the largest rank, a shorter shape is padded with -1, and ranks (n,)
+// holds each rank.
+func (w *writer) writeRagged(c *column, data func(shape []int) error, add func(string, formats.DType, []int, []byte) error) error {
 	n := len(c.shapes)
 	rank, mixed := len(c.shapes[0]), false
 	for _, s := range c.shapes {
@@ -460,7 +500,7 @@ func (w *writer) writeRagged(c *column, add func(string, formats.DType, []int, [
 	if c.name == formats.DataField {
 		prefix = ""
 	}
-	if err := add(c.name, c.dtype, []int{int(total)}, *c.buf); err != nil {
+	if err := data([]int{int(total)}); err != nil {
 		return err
 	}
 	if err := add(prefix+"offsets", formats.Int64, []int{n + 1}, int64Bytes(offsets)); err != nil {
@@ -669,6 +709,15 @@ func fileType(d formats.DType) (*hdf5.Datatype, error) {
 		return &c.Datatype, nil
 	}
 	return nil, fmt.Errorf("unsupported dtype %q", d)
+}
+
+// elements is the number of elements of a tensor of shape.
+func elements(shape []int) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= int64(d)
+	}
+	return n
 }
 
 func int64Bytes(v []int64) []byte {
