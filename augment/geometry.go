@@ -1,6 +1,7 @@
 package augment
 
 import (
+	"fmt"
 	"image"
 	"math"
 	"math/rand/v2"
@@ -502,4 +503,49 @@ func clip8(v float64) uint8 {
 		return 255
 	}
 	return uint8(v + 0.5)
+}
+
+// OutputSize returns the size of the image that Apply makes of a w×h image
+// (ApplyScaled: of the full-size image a Source describes), computed op by
+// op without touching a pixel. Every size a recipe names is bounded when it
+// is parsed (MaxSide), but resize=S scales the longer side with the shorter
+// one, so an extreme aspect ratio (a 1×20000 strip, resize=256) would ask
+// for an image of over a gigapixel: OutputSize refuses any step that makes
+// a side longer than MaxSide, naming the op and the fix, so that a caller
+// can skip the input before Apply allocates.
+func (r *Recipe) OutputSize(w, h int) (int, int, error) {
+	if r == nil {
+		return w, h, nil
+	}
+	for _, o := range r.ops {
+		switch o := o.(type) {
+		case resize:
+			sw, sh := w, h
+			w, h = o.scaled(sw, sh)
+			if w > MaxSide || h > MaxSide {
+				return 0, 0, fmt.Errorf("%s would make this %d×%d image %d×%d (%s), over the %d-pixel side limit: crop it first (crop=WxH before the resize pads what it lacks) or use resize=WxH or resize=WxH:fit",
+					o, sw, sh, w, h, pixels(w, h), MaxSide)
+			}
+			if o.fit {
+				w, h = o.w, o.h
+			}
+		case crop:
+			w, h = o.w, o.h
+		case rrc:
+			w, h = o.w, o.h
+		}
+	}
+	return w, h, nil
+}
+
+// pixels formats the pixel count of a w×h image for a message.
+func pixels(w, h int) string {
+	n := float64(w) * float64(h)
+	switch {
+	case n >= 1e9:
+		return strconv.FormatFloat(n/1e9, 'f', 1, 64) + " Gpx"
+	case n >= 1e6:
+		return strconv.FormatFloat(n/1e6, 'f', 1, 64) + " Mpx"
+	}
+	return strconv.FormatFloat(n, 'f', 0, 64) + " px"
 }

@@ -104,9 +104,38 @@ func (h *imageHandler) Decode(_ context.Context, in *Input, _ int) (func(*rand.R
 	if err != nil {
 		return nil, err
 	}
+	if err := h.checkSize(img, src); err != nil {
+		if h.release != nil {
+			h.release(img)
+		}
+		return nil, err
+	}
 	return func(rng *rand.Rand) ([]formats.Sample, error) {
 		return h.finish(img, src, in, rng), nil
 	}, nil
+}
+
+// sizedAugmenter is an ImageAugmenter that can tell the size it makes of
+// an image without making it, and refuse one it should not make
+// (augment.Recipe).
+type sizedAugmenter interface {
+	OutputSize(w, h int) (int, int, error)
+}
+
+// checkSize refuses an image the recipe would blow up past its size limit
+// (resize=S on a long, thin strip), before finish allocates it: the input
+// is skipped like any bad one, with the recipe's reason.
+func (h *imageHandler) checkSize(img *image.NRGBA, src augment.Source) error {
+	aug, ok := h.aug.(sizedAugmenter)
+	if !ok {
+		return nil
+	}
+	w, ht := img.Rect.Dx(), img.Rect.Dy()
+	if src.W > 0 && src.H > 0 { // a scaled decode: the recipe sizes from the full image
+		w, ht = src.W, src.H
+	}
+	_, _, err := aug.OutputSize(w, ht)
+	return err
 }
 
 func (h *imageHandler) finish(img *image.NRGBA, src augment.Source, in *Input, rng *rand.Rand) []formats.Sample {
