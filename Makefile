@@ -68,6 +68,9 @@ fuzz:
 	GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
 
 # The GCS benchmarks add 20 ms to each of 2,000 requests: one round each.
+# bench-images.py converts 300 real photos (made once into out/benchphotos by
+# scripts/benchphotos.py from Debian packages) with prep and with a typical
+# PIL + h5py script, with and without Image.draft: docs/PERFORMANCE.md.
 bench: build
 	$(GO) test -run '^$$' -bench . -skip GCS -benchmem -benchtime 3x ./...
 	$(GO) test -run '^$$' -bench GCS -benchtime 1x ./cloudsrc/ ./convert/
@@ -75,6 +78,22 @@ bench: build
 	rm -rf out/bench-reader
 	$(BIN) convert testdata/images out/bench-reader --recipe "resize=256,crop=224" --copies 200 --seed 1 >/dev/null
 	$(PYTHON) python/bench/bench_reader.py out/bench-reader --prep $(BIN)
+	$(PYTHON) scripts/bench-images.py --prep $(BIN)
+
+# cross builds prep's packages for arm64 (the Graviton and Axion VM types)
+# and runs the pure-Go packages' tests there under qemu-user-static; on
+# arm64 the SIMD loops are left out and TestResampleBytes checks that the
+# resampler gives amd64's bytes. CGO_ENABLED=0: libhdf5 and libjpeg-turbo
+# are C, so formats/hdf5, cmd/prep, bench and convert's tests, which link
+# libhdf5, are left out (imgdec falls back to Go's decoders).
+CROSS_BUILD := ./augment/ ./convert/ ./cloudsrc/... ./formats/ ./formats/ffmpeg/ ./formats/imgdec/ \
+               ./formats/manifest/ ./formats/npy/ ./formats/tarshard/ ./formats/wav/ ./bench/gpu/
+CROSS_TEST := ./augment/ ./cloudsrc/ ./formats/ ./formats/imgdec/ ./formats/manifest/ ./formats/npy/ \
+              ./formats/tarshard/ ./formats/wav/
+cross: deps
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) build $(CROSS_BUILD)
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet $(CROSS_TEST)
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static $(CROSS_TEST)
 
 demo: build
 	rm -rf out/demo
