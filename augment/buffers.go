@@ -72,7 +72,7 @@ func (b *Buffers) accum(n int) []int32 {
 // (taps.wide) where it runs: only resampleH reads that layout, which costs
 // about 4 times the weights' memory.
 func (b *Buffers) weights(dstSize, srcSize int, sp span, wide bool) taps {
-	wide = wide && useSIMD // the scalar passes share one layout
+	wide = wide && usePath != scalarPath // the scalar passes share one layout
 	k := tapsKey{dstSize, srcSize, sp, wide}
 	if b != nil {
 		if t, ok := b.taps[k]; ok {

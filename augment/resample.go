@@ -21,9 +21,40 @@ import (
 // as Pillow does; per core it runs at about imaging's speed. Images with
 // any transparency go to imaging.Resize.
 
-// SIMD reports whether the resampler runs its AVX-512 loops: the binary
-// was built with GOEXPERIMENT=simd for amd64 and this CPU has AVX-512.
-func SIMD() bool { return haveSIMD }
+// simdPath names the loops the resampler runs: the scalar ones in this
+// file or the SIMD ones of resample_simd.go (AVX-512) and
+// resample_avx2.go. Integer sums are exact in any order, so every path
+// gives the same bytes (TestResampleSIMD): the dataset does not depend on
+// the CPU it was made on.
+type simdPath uint8
+
+const (
+	scalarPath simdPath = iota
+	avx2Path
+	avx512Path
+)
+
+// simdPaths lists the paths, slowest first.
+var simdPaths = []simdPath{scalarPath, avx2Path, avx512Path}
+
+func (p simdPath) String() string {
+	switch p {
+	case avx2Path:
+		return "AVX2"
+	case avx512Path:
+		return "AVX-512"
+	}
+	return "scalar"
+}
+
+// SIMD names the loops the resampler runs on this CPU: "AVX-512" or
+// "AVX2" where the binary was built with GOEXPERIMENT=simd for amd64 and
+// the CPU has them, else "scalar".
+func SIMD() string { return cpuPath.String() }
+
+// usePath selects the loops that run: cpuPath, the fastest this CPU has
+// (resample_simd.go, resample_nosimd.go); tests set it to compare them.
+var usePath = cpuPath
 
 // weightBits is the fixed-point precision of the weights: with Catmull-Rom's
 // small negative lobes, 255 times the sum of |weights| stays far below 2^31.
@@ -254,7 +285,7 @@ func resampleH(img *image.NRGBA, t taps, x0, x1 int, buf *Buffers) *image.NRGBA 
 		row := img.Pix[img.PixOffset(img.Rect.Min.X, img.Rect.Min.Y+y):][:img.Rect.Dx()*4]
 		out := dst.Pix[y*dst.Stride:][:w*4]
 		done := 0
-		if useSIMD && t.wide.w != nil {
+		if usePath != scalarPath && t.wide.w != nil {
 			done = hRowSIMD(out, row, t.wide, x0, x1)
 		}
 		for x := done; x < w; x++ {
@@ -298,7 +329,7 @@ func resampleV(img *image.NRGBA, t taps, base, y0, y1 int, buf *Buffers) *image.
 	w, h, n := img.Rect.Dx(), y1-y0, t.n
 	dst := buf.image(w, h)
 	var acc []int32
-	if !useSIMD {
+	if usePath == scalarPath {
 		acc = buf.accum(w * 4)
 	}
 	row := func(y int) []byte {
@@ -306,7 +337,7 @@ func resampleV(img *image.NRGBA, t taps, base, y0, y1 int, buf *Buffers) *image.
 	}
 	for y := range h {
 		ws, first := t.w[(y0+y)*n:][:n], t.start[y0+y]
-		if useSIMD {
+		if usePath != scalarPath {
 			out := dst.Pix[y*dst.Stride:][:w*4]
 			off := img.PixOffset(img.Rect.Min.X, img.Rect.Min.Y+first-base)
 			done := vRowSIMD(out, img.Pix, off, img.Stride, ws)

@@ -2,10 +2,16 @@ package augment
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"image"
+	"runtime"
 	"testing"
 
 	"github.com/disintegration/imaging"
+
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 // TestResample compares the fixed-point resampler with imaging.Resize,
@@ -57,14 +63,30 @@ func TestResampleTransparent(t *testing.T) {
 	}
 }
 
-// TestResampleSIMD checks that the SIMD loops (resample_simd.go) give
-// the bytes of the scalar ones, on random images, sub-images and windows,
-// shrinking and enlarging by several factors.
-func TestResampleSIMD(t *testing.T) {
-	if !haveSIMD {
-		t.Skip("no SIMD loops on this build or CPU")
-	}
-	defer func() { useSIMD = true }()
+// resampleCase is one call of resampleWindow.
+type resampleCase struct {
+	img  *image.NRGBA
+	w, h int
+	win  image.Rectangle
+	src  Source
+}
+
+func (c resampleCase) String() string {
+	return fmt.Sprintf("%dx%d to %dx%d, window %v, %+v", c.img.Rect.Dx(), c.img.Rect.Dy(), c.w, c.h, c.win, c.src)
+}
+
+func (c resampleCase) run(buf *Buffers) *image.NRGBA {
+	buf.reset()
+	return resampleWindow(c.img, c.w, c.h, c.win, c.src, buf)
+}
+
+// resampleCases are the calls TestResampleSIMD and TestResampleBytes
+// make: random images, sub-images, windows and decoder spans, shrinking
+// and enlarging by factors from 0.05 to 2.5 (1 to 87 taps); then every
+// output width from 1 to 40 through each pass alone and both, for the
+// SIMD loops' steps and tails (32 and 16 bytes, 4 columns).
+func resampleCases() []resampleCase {
+	var cases []resampleCase
 	rng := newRand(9)
 	for i := range 60 {
 		sw, sh := 1+rng.IntN(700), 1+rng.IntN(500)
@@ -82,12 +104,83 @@ func TestResampleSIMD(t *testing.T) {
 		if i%4 == 3 {
 			src = Source{W: 2 * sw, H: 2 * sh, X0: 0.25, Y0: 0, DX: float64(sw) - 0.5, DY: float64(sh) - 0.3}
 		}
-		useSIMD = true
-		got := resampleWindow(img, w, h, win, src, nil)
-		useSIMD = false
-		want := resampleWindow(img, w, h, win, src, nil)
-		if got.Rect != want.Rect || !bytes.Equal(got.Pix, want.Pix) {
-			t.Errorf("%dx%d to %dx%d, window %v, %+v: SIMD and scalar bytes differ", sw, sh, w, h, win, src)
+		cases = append(cases, resampleCase{img, w, h, win, src})
+	}
+	for w := 1; w <= 40; w++ {
+		narrow, wide := noiseImage(w, 9, uint64(w)), noiseImage(2*w+3, 9, uint64(w))
+		for _, c := range []resampleCase{{img: narrow, w: w, h: 14}, {img: wide, w: w, h: 9}, {img: wide, w: w, h: 5}} {
+			c.win = image.Rect(0, 0, c.w, c.h)
+			cases = append(cases, c)
+		}
+	}
+	return cases
+}
+
+// TestResampleSIMD checks that each SIMD path (AVX2 in resample_avx2.go,
+// AVX-512 in resample_simd.go) gives the bytes of the scalar loops on
+// resampleCases, with fresh memory and with Buffers reused from call to
+// call. A path this CPU lacks skips (under CI too: it is hardware).
+func TestResampleSIMD(t *testing.T) {
+	defer func(p simdPath) { usePath = p }(usePath)
+	cases := resampleCases()
+	usePath = scalarPath
+	want := make([]*image.NRGBA, len(cases))
+	for i, c := range cases {
+		want[i] = c.run(nil)
+	}
+	for _, p := range simdPaths[1:] {
+		t.Run(p.String(), func(t *testing.T) {
+			testenv.NeedSIMD(t, p.String(), cpuHas(p))
+			usePath = p
+			var buf Buffers
+			for i, c := range cases {
+				for _, b := range []*Buffers{nil, &buf} {
+					got := c.run(b)
+					if got.Rect != want[i].Rect || !bytes.Equal(got.Pix, want[i].Pix) {
+						t.Errorf("%v, buffers %v: %s and scalar bytes differ", c, b != nil, p)
+					}
+				}
+			}
+			// The loops allocate nothing: with warm buffers a resize
+			// allocates nothing at all.
+			c := resampleCase{noiseImage(512, 384, 1), 341, 256, image.Rect(58, 16, 282, 240), Source{}}
+			if n := testing.AllocsPerRun(10, func() { c.run(&buf) }); n != 0 {
+				t.Errorf("%v with warm buffers: %v allocations on the %s path, want 0", c, n, p)
+			}
+		})
+	}
+}
+
+// resampleSHA256 is the SHA-256 of resampleCases' results, each one's
+// bounds and pixels in turn, as this file's resampler gives them on amd64
+// (scalar, AVX2 and AVX-512 alike). A change that moves it changes the
+// bytes of every dataset prep makes.
+const resampleSHA256 = "000974a9d407575223f2c69936abb4f37a43e4d4a0717526201521437345d19e"
+
+// TestResampleBytes pins the resampler's bytes: every path of this build
+// and CPU gives resampleSHA256, on amd64 and on arm64 alike (make cross
+// runs this test for arm64 under qemu), so a dataset does not depend on
+// the machine that made it. The weights are computed in floating point,
+// which a compiler may fuse into other roundings on another
+// architecture (FMA on arm64); this is what would show it.
+func TestResampleBytes(t *testing.T) {
+	defer func(p simdPath) { usePath = p }(usePath)
+	cases := resampleCases()
+	for _, p := range simdPaths {
+		if !cpuHas(p) {
+			continue // TestResampleSIMD records the skip
+		}
+		usePath = p
+		h := sha256.New()
+		for _, c := range cases {
+			out := c.run(nil)
+			fmt.Fprint(h, out.Rect)
+			for y := range out.Rect.Dy() {
+				h.Write(out.Pix[y*out.Stride:][:out.Rect.Dx()*4])
+			}
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != resampleSHA256 {
+			t.Errorf("%s on %s: resampled bytes hash to %s, want %s", p, runtime.GOARCH, got, resampleSHA256)
 		}
 	}
 }
@@ -115,8 +208,12 @@ func TestOpaque(t *testing.T) {
 // reads are not those of its first and last rows alone: taking them so
 // read past the window and panicked (a 125×126 photo, resize=256).
 func TestResampleWindowUpscale(t *testing.T) {
-	for _, simd := range []bool{false, haveSIMD} {
-		useSIMD = simd
+	defer func(p simdPath) { usePath = p }(usePath)
+	for _, p := range simdPaths {
+		if !cpuHas(p) {
+			continue // TestResampleSIMD records the skip
+		}
+		usePath = p
 		for _, sz := range []struct{ sw, sh, w, h int }{{125, 126, 256, 258}, {89, 66, 345, 256}, {131, 123, 272, 256}, {140, 107, 335, 256}} {
 			src := noiseImage(sz.sw, sz.sh, 3)
 			full := resample(src, sz.w, sz.h, nil)
@@ -133,11 +230,10 @@ func TestResampleWindowUpscale(t *testing.T) {
 					g := got.Pix[y*got.Stride:][:win.Dx()*4]
 					w := want.Pix[want.PixOffset(win.Min.X, win.Min.Y+y):][:win.Dx()*4]
 					if !bytes.Equal(g, w) {
-						t.Fatalf("simd %v, %dx%d -> %dx%d, window %v: row %d differs from the full resize", simd, sz.sw, sz.sh, sz.w, sz.h, win, y)
+						t.Fatalf("%s, %dx%d -> %dx%d, window %v: row %d differs from the full resize", p, sz.sw, sz.sh, sz.w, sz.h, win, y)
 					}
 				}
 			}
 		}
 	}
-	useSIMD = haveSIMD
 }

@@ -4,10 +4,13 @@ package convert
 
 import "image"
 
-var useRGBSIMD = false
+// Without GOEXPERIMENT=simd, or on another architecture than amd64
+// (arm64 included), pixels are copied into RGB samples by rgbInto's
+// scalar loop only.
 
-// RGBSIMD reports whether the copy of pixels into RGB samples runs its
-// AVX-512 VBMI loop.
-func RGBSIMD() bool { return useRGBSIMD }
+const cpuRGB = rgbScalar
+
+// cpuHasRGB reports whether this build and CPU run the loop of path p.
+func cpuHasRGB(p rgbPath) bool { return p == rgbScalar }
 
 func rgbSIMD(out []byte, img *image.NRGBA) int { return 0 }

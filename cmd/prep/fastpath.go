@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 
@@ -14,25 +15,29 @@ import (
 )
 
 // fastPaths says which of prep's fast code paths this binary runs on this
-// machine. The SIMD loops need a build with GOEXPERIMENT=simd and a CPU
-// with AVX-512, the libjpeg-turbo and libpng decoders a build with cgo; a
-// plain `go install` leaves the first out without a sign, so prep version
-// lists them and convert warns.
+// machine. The SIMD loops need a build with GOEXPERIMENT=simd for amd64
+// and a CPU with AVX2 or AVX-512, the libjpeg-turbo and libpng decoders a
+// build with cgo; a plain `go install` leaves the first out without a
+// sign, so prep version lists them and convert warns.
 type fastPaths struct {
+	arch      string // runtime.GOARCH: the SIMD loops are amd64's
 	cpu       string // the widest SIMD the CPU offers: "AVX-512", "AVX2" or "none"
 	simdBuilt bool   // built with GOEXPERIMENT=simd for amd64
-	resampler bool   // the resampler runs its AVX-512 loops
-	rgbCopy   bool   // the copy into RGB samples runs its AVX-512 VBMI loop
+	resampler string // the resampler's loops: "AVX-512", "AVX2" or "scalar"
+	rgbCopy   string // the copy into RGB samples: "AVX-512 VBMI", "AVX2" or "scalar"
+	godebug   string // the cpu.* settings of GODEBUG (cpu.avx512f=off), which turn paths off
 	decoders  bool   // libjpeg-turbo and libpng are built in (cgo)
 }
 
 // detectFastPaths is a variable so that tests can give convert a slow build.
 var detectFastPaths = func() fastPaths {
 	return fastPaths{
+		arch:      runtime.GOARCH,
 		cpu:       cpuSIMD(),
 		simdBuilt: simdBuilt,
 		resampler: augment.SIMD(),
 		rgbCopy:   convert.RGBSIMD(),
+		godebug:   cpuGODEBUG(),
 		decoders:  imgdec.TurboAvailable(),
 	}
 }
@@ -64,25 +69,49 @@ func (f fastPaths) lines() []fastPath {
 	return []fastPath{{"simd", f.simd()}, {"jpeg", jpeg}, {"png", png}}
 }
 
+// simd is the line for the SIMD loops: the path that runs (AVX-512, AVX2
+// or scalar), on what, and why not a faster one.
 func (f fastPaths) simd() string {
-	switch {
-	case f.resampler && f.rgbCopy:
-		return "AVX-512: resampler, RGB copy (AVX-512 VBMI)"
-	case f.resampler:
-		return "AVX-512: resampler (RGB copy scalar: this CPU lacks AVX-512 VBMI)"
-	case !f.simdBuilt && f.cpu == "AVX-512":
-		return "none: built without GOEXPERIMENT=simd, though this CPU has AVX-512 (rebuild: make install)"
-	case !f.simdBuilt:
-		return fmt.Sprintf("none: built without GOEXPERIMENT=simd; this CPU has %s, and prep's SIMD loops need AVX-512", f.cpu)
+	// The cpu.* settings of GODEBUG turn features off for Go and for
+	// golang.org/x/sys/cpu alike: then they, not the CPU, may be why.
+	lacks := func(isa string) string {
+		if f.godebug != "" {
+			return "GODEBUG=" + f.godebug
+		}
+		return "this CPU lacks " + isa
 	}
-	return fmt.Sprintf("none: this CPU has %s, and prep's SIMD loops need AVX-512", f.cpu)
+	switch {
+	case f.arch != "amd64":
+		return "scalar: prep's SIMD loops are for amd64 (AVX2, AVX-512); this is " + f.arch
+	case !f.simdBuilt && f.cpu != "none":
+		return fmt.Sprintf("scalar: built without GOEXPERIMENT=simd, though this CPU has %s (rebuild: make install)", f.cpu)
+	case f.resampler == "scalar":
+		return "scalar: " + lacks("AVX2 and AVX-512")
+	case f.resampler == "AVX2":
+		return "AVX2: resampler, RGB copy (" + lacks("AVX-512") + ")"
+	case f.rgbCopy == "AVX-512 VBMI":
+		return "AVX-512: resampler, RGB copy (AVX-512 VBMI)"
+	}
+	return fmt.Sprintf("AVX-512: resampler; %s: RGB copy (this CPU lacks AVX-512 VBMI)", f.rgbCopy)
+}
+
+// cpuGODEBUG returns the cpu.* settings of $GODEBUG, such as
+// cpu.avx512f=off, which turn SIMD paths off.
+func cpuGODEBUG() string {
+	var opts []string
+	for o := range strings.SplitSeq(os.Getenv("GODEBUG"), ",") {
+		if strings.HasPrefix(o, "cpu.") {
+			opts = append(opts, o)
+		}
+	}
+	return strings.Join(opts, ",")
 }
 
 // slow lists what this build leaves out that this machine could run.
 func (f fastPaths) slow() []string {
 	var s []string
-	if !f.simdBuilt && f.cpu == "AVX-512" {
-		s = append(s, "built without GOEXPERIMENT=simd, the resampler runs its scalar loops on this AVX-512 CPU")
+	if !f.simdBuilt && f.arch == "amd64" && f.cpu != "none" {
+		s = append(s, "built without GOEXPERIMENT=simd, the resampler runs its scalar loops on this "+f.cpu+" CPU")
 	}
 	if !f.decoders {
 		s = append(s, "built without cgo, JPEG and PNG decode with Go's slower decoders")

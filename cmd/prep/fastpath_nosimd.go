@@ -2,6 +2,6 @@
 
 package main
 
-// simdBuilt: built without GOEXPERIMENT=simd (or not for amd64), so only
-// the scalar loops are compiled in.
+// simdBuilt: built without GOEXPERIMENT=simd, or for another architecture
+// than amd64 (arm64 included), so only the scalar loops are compiled in.
 const simdBuilt = false

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -72,14 +73,14 @@ func cpuInfoSIMD(t *testing.T) string {
 func wantSIMDLine(t *testing.T, built bool) string {
 	cpu := cpuInfoSIMD(t)
 	switch {
-	case built && cpu == "AVX-512":
-		return "simd:  AVX-512: resampler"
-	case !built && cpu == "AVX-512":
-		return "simd:  none: built without GOEXPERIMENT=simd, though this CPU has AVX-512 (rebuild: make install)"
-	case !built:
-		return "simd:  none: built without GOEXPERIMENT=simd; this CPU has " + cpu
+	case runtime.GOARCH != "amd64":
+		return "simd:  scalar: prep's SIMD loops are for amd64 (AVX2, AVX-512); this is " + runtime.GOARCH
+	case cpu == "none":
+		return "simd:  scalar: this CPU lacks AVX2 and AVX-512"
+	case built:
+		return "simd:  " + cpu + ": resampler"
 	}
-	return "simd:  none: this CPU has " + cpu
+	return "simd:  scalar: built without GOEXPERIMENT=simd, though this CPU has " + cpu + " (rebuild: make install)"
 }
 
 // checkVersion checks prep version's output: the version line, then one
@@ -147,7 +148,8 @@ func TestMakeInstall(t *testing.T) {
 // machine, and the warning a slow build gives at the start of a convert,
 // once.
 func TestSlowBuild(t *testing.T) {
-	fast := fastPaths{cpu: "AVX-512", simdBuilt: true, resampler: true, rgbCopy: true, decoders: true}
+	fast := fastPaths{arch: "amd64", cpu: "AVX-512", simdBuilt: true, resampler: "AVX-512", rgbCopy: "AVX-512 VBMI", decoders: true}
+	goInstall := fastPaths{arch: "amd64", cpu: "AVX-512", resampler: "scalar", rgbCopy: "scalar", decoders: true}
 	tests := []struct {
 		name string
 		f    fastPaths
@@ -155,16 +157,25 @@ func TestSlowBuild(t *testing.T) {
 		slow []string
 	}{
 		{"fast", fast, "AVX-512: resampler, RGB copy (AVX-512 VBMI)", nil},
-		{"no VBMI", fastPaths{cpu: "AVX-512", simdBuilt: true, resampler: true, decoders: true},
-			"AVX-512: resampler (RGB copy scalar: this CPU lacks AVX-512 VBMI)", nil},
-		{"go install on AVX-512", fastPaths{cpu: "AVX-512", decoders: true},
-			"none: built without GOEXPERIMENT=simd, though this CPU has AVX-512 (rebuild: make install)",
+		{"no VBMI", fastPaths{arch: "amd64", cpu: "AVX-512", simdBuilt: true, resampler: "AVX-512", rgbCopy: "AVX2", decoders: true},
+			"AVX-512: resampler; AVX2: RGB copy (this CPU lacks AVX-512 VBMI)", nil},
+		{"go install on AVX-512", goInstall,
+			"scalar: built without GOEXPERIMENT=simd, though this CPU has AVX-512 (rebuild: make install)",
 			[]string{"built without GOEXPERIMENT=simd, the resampler runs its scalar loops on this AVX-512 CPU"}},
-		{"go install on AVX2", fastPaths{cpu: "AVX2", decoders: true},
-			"none: built without GOEXPERIMENT=simd; this CPU has AVX2, and prep's SIMD loops need AVX-512", nil},
-		{"simd build on AVX2", fastPaths{cpu: "AVX2", simdBuilt: true, decoders: true},
-			"none: this CPU has AVX2, and prep's SIMD loops need AVX-512", nil},
-		{"no cgo", fastPaths{cpu: "AVX-512", simdBuilt: true, resampler: true, rgbCopy: true},
+		{"go install on AVX2", fastPaths{arch: "amd64", cpu: "AVX2", resampler: "scalar", rgbCopy: "scalar", decoders: true},
+			"scalar: built without GOEXPERIMENT=simd, though this CPU has AVX2 (rebuild: make install)",
+			[]string{"built without GOEXPERIMENT=simd, the resampler runs its scalar loops on this AVX2 CPU"}},
+		{"simd build on AVX2", fastPaths{arch: "amd64", cpu: "AVX2", simdBuilt: true, resampler: "AVX2", rgbCopy: "AVX2", decoders: true},
+			"AVX2: resampler, RGB copy (this CPU lacks AVX-512)", nil},
+		{"simd build on a CPU without AVX2", fastPaths{arch: "amd64", cpu: "none", simdBuilt: true, resampler: "scalar", rgbCopy: "scalar", decoders: true},
+			"scalar: this CPU lacks AVX2 and AVX-512", nil},
+		{"GODEBUG=cpu.avx512f=off", fastPaths{arch: "amd64", cpu: "AVX2", simdBuilt: true, resampler: "AVX2", rgbCopy: "AVX2", godebug: "cpu.avx512f=off", decoders: true},
+			"AVX2: resampler, RGB copy (GODEBUG=cpu.avx512f=off)", nil},
+		{"GODEBUG=cpu.avx512f=off,cpu.avx2=off", fastPaths{arch: "amd64", cpu: "none", simdBuilt: true, resampler: "scalar", rgbCopy: "scalar", godebug: "cpu.avx512f=off,cpu.avx2=off", decoders: true},
+			"scalar: GODEBUG=cpu.avx512f=off,cpu.avx2=off", nil},
+		{"arm64", fastPaths{arch: "arm64", cpu: "none", resampler: "scalar", rgbCopy: "scalar", decoders: true},
+			"scalar: prep's SIMD loops are for amd64 (AVX2, AVX-512); this is arm64", nil},
+		{"no cgo", fastPaths{arch: "amd64", cpu: "AVX-512", simdBuilt: true, resampler: "AVX-512", rgbCopy: "AVX-512 VBMI"},
 			"AVX-512: resampler, RGB copy (AVX-512 VBMI)",
 			[]string{"built without cgo, JPEG and PNG decode with Go's slower decoders"}},
 	}
@@ -181,7 +192,7 @@ func TestSlowBuild(t *testing.T) {
 	for _, tt := range []struct {
 		f    fastPaths
 		want int
-	}{{fast, 0}, {tests[2].f, 1}} {
+	}{{fast, 0}, {goInstall, 1}} {
 		detectFastPaths = func() fastPaths { return tt.f }
 		_, stderr, err := execute(t, "convert", "../../testdata/images/space", t.TempDir(), "--recipe", "resize=16")
 		if err != nil {

@@ -14,9 +14,10 @@ func newVersionCmd() *cobra.Command {
 		Use:   "version",
 		Short: "Print prep's version and the fast paths it runs on this machine",
 		Long: `version prints prep's version, then which fast paths this binary runs on
-this machine: the SIMD loops (built with GOEXPERIMENT=simd, on a CPU with
-AVX-512) and the libjpeg-turbo and libpng decoders (built with cgo). A build
-that leaves one out says so, and how to rebuild (make install).`,
+this machine: the SIMD loops (built with GOEXPERIMENT=simd for amd64, on a
+CPU with AVX-512 or AVX2; scalar otherwise, with the same output) and the
+libjpeg-turbo and libpng decoders (built with cgo). A build that leaves one
+out says so, and how to rebuild (make install).`,
 		Example: "  prep version",
 		Args:    positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
