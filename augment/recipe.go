@@ -485,7 +485,10 @@ func fmtSize(w, h int) string {
 	return strconv.Itoa(w) + "x" + strconv.Itoa(h)
 }
 
-// uniform draws one number uniform in [lo, hi).
+// uniform draws one number uniform in [lo, hi). The conversion keeps the
+// product rounded on its own: arm64's compiler would otherwise fuse it
+// with the sum (FMA), and the drawn parameters, written into tar shards'
+// JSON, would differ from amd64's in the last bit.
 func uniform(rng *rand.Rand, lo, hi float64) float64 {
-	return lo + (hi-lo)*rng.Float64()
+	return lo + float64((hi-lo)*rng.Float64())
 }

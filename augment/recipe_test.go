@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"image"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"runtime"
@@ -373,6 +374,20 @@ func TestApplyDegenerate(t *testing.T) {
 		out, _ := r.Apply(img, newRand(1))
 		if out.Bounds() != image.Rect(0, 0, 3, 3) && !size.Eq(image.Point{}) {
 			t.Errorf("%v: output %v, want 3x3", size, out.Bounds())
+		}
+	}
+}
+
+// TestUniformBits pins the bits of numbers uniform draws, as amd64 draws
+// them: make cross runs it on arm64, whose compiler would fuse the
+// multiply and add of an unguarded lo + (hi-lo)*u and draw other
+// parameters (which tar shards record) from the same seed.
+func TestUniformBits(t *testing.T) {
+	want := []uint64{0x3fa7dbc4dc6edd88, 0x3fea2c3ce19ac6ca, 0x3feb70ab0653601a, 0x3fe428ad59ddc9c8, 0x3ff38bcc61a0a40e, 0x4002bd1c67892f39}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for i, w := range want {
+		if got := math.Float64bits(uniform(rng, -0.3, 0.7+float64(i)/3)); got != w {
+			t.Errorf("draw %d: %#x, want %#x", i, got, w)
 		}
 	}
 }
