@@ -8,13 +8,13 @@ export GOEXPERIMENT=simd
 BIN := bin/prep
 APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
             libjpeg62-turbo-dev libpng-dev python3-h5py python3-pil python3-numpy \
-            python3-torch python3-pytest ca-certificates
+            python3-torch python3-pytest ca-certificates qemu-user-static
 # Debian's interpreter, with the python3-* packages above: the Python reader's
 # tests run on it (a python3 earlier on PATH may lack them).
 PYTHON := /usr/bin/python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build install test fuzz bench demo vet clean
+.PHONY: all deps build install test fuzz bench cross demo vet clean
 
 all: build
 
@@ -56,6 +56,7 @@ test: deps vet build
 	PREP_TEST_SKIPS=$(CURDIR)/out/test-skips $(GO) test -race -count=1 -timeout 15m ./...
 	PREP_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 	GO=$(GO) scripts/fuzz.sh $(FUZZTIME_TEST)
+	$(MAKE) --no-print-directory cross
 	@echo "skipped for want of hardware: $$(sort -u out/test-skips | paste -sd ';' - | sed 's/;/; /g' | grep . || echo none)"
 
 # fuzz runs every Go fuzz target (scripts/fuzz.sh finds them) for FUZZTIME
