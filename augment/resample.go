@@ -54,6 +54,10 @@ func SIMD() string { return cpuPath.String() }
 
 // usePath selects the loops that run: cpuPath, the fastest this CPU has
 // (resample_simd.go, resample_nosimd.go); tests set it to compare them.
+// It is process-wide on purpose: every path writes the same bytes, so
+// nothing a caller could choose changes a result, and threading a choice
+// through every Apply would cost the hot path a parameter for tests'
+// sake. Only tests write it, never while a resize runs.
 var usePath = cpuPath
 
 // weightBits is the fixed-point precision of the weights: with Catmull-Rom's

@@ -30,5 +30,7 @@ func (p rgbPath) String() string {
 func RGBSIMD() string { return cpuRGB.String() }
 
 // useRGB selects the loop that runs: cpuRGB, the fastest this CPU has
-// (rgb_simd.go, rgb_nosimd.go); tests set it to compare them.
+// (rgb_simd.go, rgb_nosimd.go); tests set it to compare them. It is
+// process-wide for usePath's reasons (augment/resample.go): the paths
+// write the same bytes, and only tests write it.
 var useRGB = cpuRGB
