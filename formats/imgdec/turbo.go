@@ -132,35 +132,44 @@ func init() { C.prep_tune_malloc() }
 
 const turboBuiltIn = true
 
+// simdScales are the DCT scales M/8 below full size that libjpeg-turbo
+// decodes with SIMD inverse DCTs; scaleFor picks only among them.
+var simdScales = [...]int{1, 2, 4}
+
 // scaleFor picks the DCT scale M/8 for a w×h JPEG that is to be resized to
-// a shorter side of minSide: the smallest M (least to decode and to
-// resample) whose shorter side ⌈short·M/8⌉ is at least gap × minSide. With
-// gap ≤ 0 the rule is the default one: gap 1 for M ≥ 4, and 1.5 for M < 4;
-// M = 7 is never used. It returns 8 (full size) when minSide is 0 or
-// nothing smaller fits.
+// a shorter side of minSide: the smallest M of 1, 2 and 4 whose shorter side
+// ⌈short·M/8⌉ is at least gap × minSide, else 8 (full size, also when
+// minSide is 0). With gap ≤ 0 the rule is the default one: gap 1.5 for
+// M = 1 and 2, and 1 for M = 4.
 //
-// Why, measured on the test photos (TestScaledMatchesFull, BenchmarkRatio):
+// Why, measured on the test photos (TestScaledMatchesFull, BenchmarkRatio)
+// and on the 285 JPEGs of scripts/benchphotos.py (docs/PERFORMANCE.md):
 //   - at M/8 libjpeg-turbo keeps the M lowest of each 8×8 block's 8
-//     frequencies per axis, a good lowpass while M ≥ 4, so the resize after
-//     it needs no margin: a scaled decode landing right on the target size
-//     stays within 40.4–55 dB PSNR of a full decode and the same resize.
-//   - with M ≤ 3 the blocks show (M = 1 keeps only their means: a box
+//     frequencies per axis, a good lowpass at M = 4, so the resize after
+//     it gets no margin, like Pillow's draft: 40.4–55 dB PSNR against a
+//     full decode and the same resize on the test photos, though fine
+//     detail landing near the target went down to 34.8 dB on bench ones.
+//   - with M ≤ 2 the blocks show (M = 1 keeps only their means: a box
 //     filter): landing on the target gave 37.3–39.6 dB; leaving the resize
 //     1.5× to average over brings those cases to 44+ dB.
-//   - all of this requires the resize to map the stored image's exact
-//     region of the scaled grid (Info.Region, augment.Source): libjpeg
-//     rounds scaled sizes up, and stretching that partial pixel over the
-//     image cost 5–15 dB at M = 3, 5, 6, 7.
-//   - speed: libjpeg-turbo has SIMD inverse DCTs for 8/8, 4/8, 2/8 and 1/8
-//     only; 3/8, 5/8 and 6/8 decode slower than 4/8 (up to 1.6× full size)
-//     yet win on the resize after them, but decode + resize at 7/8 was
-//     slower than at 8/8 on 5 of the 6 photos (equal on the sixth).
+//   - only 8/8, 4/8, 2/8 and 1/8 have SIMD inverse DCTs; 3/8, 5/8, 6/8 and
+//     7/8 run libjpeg's C ones (for 4:2:0 chroma, 6×6, 10×10, 12×12 too).
+//     Decode + resize=256,crop=224 of the bench JPEGs, per image (thread
+//     CPU, least of 5 runs): 3/8 cost 1.04× 4/8, 6/8 1.13× 8/8, and 5/8
+//     0.98× 8/8 though it has 39% of the pixels, since Huffman decoding,
+//     the same at any scale, dominates. Dropping those scales (the rule
+//     used M = 1..6) took that stage to 0.99× its CPU, and the PSNR against
+//     a full image/jpeg decode at resize=256 from 41.7 to 42.7 dB (5th
+//     percentile) and 50.4 to 51.5 (median); prep convert's CPU time over
+//     them stayed within the noise (1.011×, 95% interval 0.990–1.031).
+//   - the resize maps the stored image's exact region of the scaled grid
+//     (Info.Region, augment.Source), since libjpeg rounds scaled sizes up.
 func scaleFor(w, h, minSide int, gap float64) int {
 	if minSide <= 0 {
 		return 8
 	}
 	short := min(w, h)
-	for m := 1; m < 7; m++ {
+	for _, m := range simdScales {
 		g := gap
 		switch {
 		case g > 0:
