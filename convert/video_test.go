@@ -251,3 +251,25 @@ func TestVideoWithoutVideoStream(t *testing.T) {
 		t.Errorf("err = %v, want %q, not fatal", err, want)
 	}
 }
+
+// TestVideoStripRefused: a recipe that would blow a long, thin video's
+// frames past the side limit (resize=256 on 16×2000: 256×32000) skips
+// the video with the recipe's reason at its first frame, before a frame
+// is resized, as checkSize does for images.
+func TestVideoStripRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "strip.mkv")
+	out, err := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc=size=16x2000:rate=5",
+		"-frames:v", "3", "-c:v", "ffv1", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ffmpeg: %v\n%s", err, out)
+	}
+	r, err := augment.Parse("resize=256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Input{Key: "strip.mkv", Path: path}
+	_, err = NewVideoHandler(VideoOptions{}, r).Samples(context.Background(), in, 0, rand.New(rand.NewPCG(1, 2)))
+	if want := "resize=256 would make this 16×2000 image 256×32000"; err == nil || !strings.Contains(err.Error(), want) || IsFatal(err) {
+		t.Errorf("err = %v, want one with %q, not fatal", err, want)
+	}
+}
