@@ -85,30 +85,40 @@ func (t Tensor) Len() int {
 // bytes, or (2^62, 4, 0) and none, have the right product), and what
 // consumes a tensor trusts its shape.
 func (t Tensor) Validate() error {
-	size := t.DType.Size()
-	if size == 0 {
+	if t.DType.Size() == 0 {
 		return fmt.Errorf("unknown dtype %q", t.DType)
 	}
-	want, zero := size, false
-	for _, d := range t.Shape {
-		switch {
-		case d < 0:
-			return fmt.Errorf("shape %v has a negative dimension", t.Shape)
-		case d == 0:
-			zero = true
-		case want > math.MaxInt/d:
-			return fmt.Errorf("shape %v of %s is too large for any array", t.Shape, t.DType)
-		default:
-			want *= d
-		}
-	}
-	if zero {
-		want = 0
+	want, err := t.DType.ArrayBytes(t.Shape)
+	if err != nil {
+		return err
 	}
 	if want != len(t.Data) {
 		return fmt.Errorf("shape %v of %s needs %d bytes, have %d", t.Shape, t.DType, want, len(t.Data))
 	}
 	return nil
+}
+
+// ArrayBytes returns the bytes an array of d of the given shape holds. As
+// numpy does, it refuses a negative dimension and a shape whose non-zero
+// dimensions times the item size overflow an int, empty or not.
+func (d DType) ArrayBytes(shape []int) (int, error) {
+	n, zero := d.Size(), false
+	for _, dim := range shape {
+		switch {
+		case dim < 0:
+			return 0, fmt.Errorf("shape %v has a negative dimension", shape)
+		case dim == 0:
+			zero = true
+		case n > math.MaxInt/dim:
+			return 0, fmt.Errorf("shape %v of %s is too large for any array", shape, d)
+		default:
+			n *= dim
+		}
+	}
+	if zero {
+		return 0, nil
+	}
+	return n, nil
 }
 
 // SameShape reports whether a and b have equal dtype and shape.

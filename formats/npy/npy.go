@@ -8,8 +8,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math"
-	"math/bits"
 	"unicode/utf8"
 
 	"github.com/prep-dev/prep/formats"
@@ -27,22 +25,22 @@ func Parse(data []byte) (formats.Tensor, error) {
 		return formats.Tensor{}, err
 	}
 	size := h.dtype.Size()
-	n, ok := elements(h.shape, size)
-	hi, want := bits.Mul64(n, uint64(size))
-	if !ok || hi != 0 || want > uint64(len(body)) {
-		if !ok || hi != 0 {
-			return formats.Tensor{}, fmt.Errorf("truncated .npy data: shape %v of %s is larger than the %d bytes the file holds", h.shape, h.dtype, len(body))
-		}
+	// numpy refuses the shapes ArrayBytes does, empty or not.
+	want, err := h.dtype.ArrayBytes(h.shape)
+	if err != nil {
+		return formats.Tensor{}, fmt.Errorf("truncated .npy data: shape %v of %s is larger than the %d bytes the file holds", h.shape, h.dtype, len(body))
+	}
+	if want > len(body) {
 		return formats.Tensor{}, fmt.Errorf("truncated .npy data: shape %v of %s needs %d bytes, the file holds %d", h.shape, h.dtype, want, len(body))
 	}
-	if want < uint64(len(body)) {
+	if want < len(body) {
 		return formats.Tensor{}, fmt.Errorf(".npy data size mismatch: shape %v of %s needs %d bytes, the file holds %d", h.shape, h.dtype, want, len(body))
 	}
 	out, copied := body, false
-	if h.fortran && len(h.shape) > 1 && n > 0 {
+	if h.fortran && len(h.shape) > 1 && want > 0 {
 		out, copied = fortranToC(body, h.shape, size), true
 	}
-	if h.swap && n > 0 {
+	if h.swap && want > 0 {
 		if !copied {
 			out = bytes.Clone(body)
 		}
@@ -93,27 +91,6 @@ func readHeader(data []byte) (*header, []byte, error) {
 		return nil, nil, err
 	}
 	return h, data[start+hlen:], nil
-}
-
-// elements returns the product of shape, and false where its non-zero
-// dimensions times size bytes exceed the largest int: numpy refuses such
-// shapes, empty or not, and so does formats.Tensor.Validate.
-func elements(shape []int, size int) (uint64, bool) {
-	nbytes, zero := size, false
-	for _, d := range shape {
-		switch {
-		case d == 0:
-			zero = true
-		case nbytes > math.MaxInt/d:
-			return 0, false
-		default:
-			nbytes *= d
-		}
-	}
-	if zero {
-		return 0, true
-	}
-	return uint64(nbytes / size), true
 }
 
 // fortranToC returns the C-order copy of a Fortran-order array: it walks
