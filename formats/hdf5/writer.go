@@ -398,7 +398,7 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 			if c.spill == nil {
 				return add(c.name, c.dtype, shape, *c.buf)
 			}
-			if size := elements(shape) * int64(c.dtype.Size()); size != c.spill.n {
+			if size := int64(formats.Tensor{Shape: shape}.Len() * c.dtype.Size()); size != c.spill.n {
 				return fmt.Errorf("dataset %s: %d bytes spilled for shape %v, want %d", c.name, c.spill.n, shape, size)
 			}
 			if err := add(c.name, c.dtype, shape, nil); err != nil {
@@ -709,15 +709,6 @@ func fileType(d formats.DType) (*hdf5.Datatype, error) {
 		return &c.Datatype, nil
 	}
 	return nil, fmt.Errorf("unsupported dtype %q", d)
-}
-
-// elements is the number of elements of a tensor of shape.
-func elements(shape []int) int64 {
-	n := int64(1)
-	for _, d := range shape {
-		n *= int64(d)
-	}
-	return n
 }
 
 func int64Bytes(v []int64) []byte {
