@@ -168,19 +168,18 @@ func memorySize(ds *hdf5.Dataset) (int64, error) {
 // Meta reads the run description a shard records in its root group's
 // attributes: prep_version, recipe, seed and classes (one per line).
 func Meta(path string) (formats.ShardMeta, error) {
-	lockLib()
-	defer unlockLib()
 	var m formats.ShardMeta
-	f, err := hdf5.OpenFile(path, hdf5.F_ACC_RDONLY)
-	if err != nil {
-		return m, fmt.Errorf("open %s: not a readable HDF5 file: %w", path, err)
-	}
-	defer f.Close()
-	root, err := f.OpenGroup("/")
-	if err != nil {
-		return m, fmt.Errorf("%s: %w", path, err)
-	}
-	defer root.Close()
+	err := withRoot(path, func(root *hdf5.Group) error {
+		var err error
+		m, err = meta(path, root)
+		return err
+	})
+	return m, err
+}
+
+// meta reads Meta's attributes off the root group of the shard at path.
+func meta(path string, root *hdf5.Group) (formats.ShardMeta, error) {
+	var m formats.ShardMeta
 	var classes string
 	for _, a := range []struct {
 		name string
@@ -211,28 +210,40 @@ func Meta(path string) (formats.ShardMeta, error) {
 // SampleRate reads an audio shard's sample_rate root attribute (Hz), or
 // returns 0 for a shard of something else, which has none.
 func SampleRate(path string) (int, error) {
+	var rate int64
+	err := withRoot(path, func(root *hdf5.Group) error {
+		attr, err := root.OpenAttribute("sample_rate")
+		if err != nil {
+			return nil // not audio
+		}
+		defer attr.Close()
+		if err := attr.Read(&rate, hdf5.T_STD_I64LE); err != nil {
+			return fmt.Errorf("%s: attribute sample_rate: %w", path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(rate), nil
+}
+
+// withRoot opens the shard at path through the library and calls fn with
+// its root group, which holds the run's attributes.
+func withRoot(path string, fn func(root *hdf5.Group) error) error {
 	lockLib()
 	defer unlockLib()
 	f, err := hdf5.OpenFile(path, hdf5.F_ACC_RDONLY)
 	if err != nil {
-		return 0, fmt.Errorf("open %s: not a readable HDF5 file: %w", path, err)
+		return fmt.Errorf("open %s: not a readable HDF5 file: %w", path, err)
 	}
 	defer f.Close()
 	root, err := f.OpenGroup("/")
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	defer root.Close()
-	attr, err := root.OpenAttribute("sample_rate")
-	if err != nil {
-		return 0, nil // not audio
-	}
-	defer attr.Close()
-	var rate int64
-	if err := attr.Read(&rate, hdf5.T_STD_I64LE); err != nil {
-		return 0, fmt.Errorf("%s: attribute sample_rate: %w", path, err)
-	}
-	return int(rate), nil
+	return fn(root)
 }
 
 // stringAttrValue reads a string attribute: variable-length UTF-8, or
