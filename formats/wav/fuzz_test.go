@@ -59,7 +59,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 func sameTensor(a, b formats.Tensor) bool {
-	return a.DType == b.DType && slices.Equal(a.Shape, b.Shape) && bytes.Equal(a.Data, b.Data)
+	return formats.SameShape(a, b) && bytes.Equal(a.Data, b.Data)
 }
 
 // extensibleWAV is a stereo WAVE_FORMAT_EXTENSIBLE file of two frames of
