@@ -24,11 +24,16 @@ func terminal(w io.Writer) (int, bool) {
 // newBar makes a pb bar on the terminal fd. Until a speed is known, it
 // shows none rather than pb's "? p/s".
 func newBar(w io.Writer, fd int, total int64) *pb.ProgressBar {
+	return barOfWidth(w, termWidth(fd), total).SetTemplateString(`{{counters . }} {{bar . }} {{percent . }} {{speed . "%s/s" " "}}`)
+}
+
+// termWidth is the width of the terminal fd, 0 when it cannot be told.
+func termWidth(fd int) int {
 	cols, _, err := term.GetSize(fd)
 	if err != nil {
-		cols = 0
+		return 0
 	}
-	return barOfWidth(w, cols, total).SetTemplateString(`{{counters . }} {{bar . }} {{percent . }} {{speed . "%s/s" " "}}`)
+	return cols
 }
 
 // barOfWidth makes a pb bar for a terminal cols wide. Some terminals
@@ -54,11 +59,7 @@ const rateAfter = time.Second
 // seconds otherwise. done stops it; it may be called twice.
 func newProgress(w io.Writer) (progress func(convert.Progress), done func()) {
 	if fd, ok := terminal(w); ok {
-		cols, _, err := term.GetSize(fd)
-		if err != nil {
-			cols = 0
-		}
-		return barProgress(w, cols)
+		return barProgress(w, termWidth(fd))
 	}
 	return logProgress(w)
 }
