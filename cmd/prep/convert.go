@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -495,9 +494,7 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 		}
 	}
 	if f.jsonOut {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
+		if err := writeJSON(cmd.OutOrStdout(), struct {
 			*convert.Summary
 			Merge *convert.MergeResult `json:"merge,omitempty"`
 		}{sum, merged}); err != nil {
@@ -590,13 +587,9 @@ func listInputs(ctx context.Context, o *cloudsrc.Opener, src string, handled fun
 	return convert.ListSource(ctx, s, handled)
 }
 
-// count says n things, "1 shard" or "3 shards".
-func count(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
-}
+// count says n things, "1 shard" or "3 shards"; plural takes the
+// irregular ones.
+func count(n int, thing string) string { return plural(n, thing, thing+"s") }
 
 func printSummary(w io.Writer, format string, s *convert.Summary) {
 	if s.ShardsWritten == 0 && s.ShardsKept > 0 {
