@@ -43,7 +43,8 @@ type Fetched struct {
 type FetchOptions struct {
 	Parallel int         // files downloaded at once; default 4
 	Progress func(int64) // called with each chunk of bytes written; may be nil
-	// Formats tells a shard's URI from a folder's by its extension.
+	// Formats tells a shard's URI from a folder's by its extension;
+	// required.
 	Formats *formats.Registry
 }
 
