@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,8 +44,6 @@ func ListSource(ctx context.Context, src cloudsrc.Source, handled func(key strin
 		return nil, err
 	}
 	l := &Listing{}
-	var keys []string
-	sizes := make(map[string]int64, len(objs))
 	for _, o := range objs {
 		if formats.IsTemp(o.Key) {
 			continue
@@ -53,36 +52,32 @@ func ListSource(ctx context.Context, src cloudsrc.Source, handled func(key strin
 			l.Ignored = append(l.Ignored, manifest.Skipped{Key: o.Key, Reason: fmt.Sprintf("unsupported file type %q", ext(o.Key))})
 			continue
 		}
-		keys = append(keys, o.Key)
-		sizes[o.Key] = o.Size
+		l.Entries = append(l.Entries, Entry{Key: o.Key, Label: formats.NoLabel, Src: src, Size: o.Size})
 	}
-	sort.Strings(keys)
-	foldered := len(keys) > 0
+	slices.SortFunc(l.Entries, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+	foldered := len(l.Entries) > 0
 	classSet := map[string]bool{}
-	for _, k := range keys {
-		i := strings.IndexByte(k, '/')
+	for _, e := range l.Entries {
+		i := strings.IndexByte(e.Key, '/')
 		if i < 0 {
 			foldered = false
 			break
 		}
-		classSet[k[:i]] = true
+		classSet[e.Key[:i]] = true
 	}
-	index := map[string]int64{}
 	if foldered {
 		for c := range classSet {
 			l.Classes = append(l.Classes, c)
 		}
 		sort.Strings(l.Classes)
+		index := make(map[string]int64, len(l.Classes))
 		for i, c := range l.Classes {
 			index[c] = int64(i)
 		}
-	}
-	for _, k := range keys {
-		label := formats.NoLabel
-		if foldered {
-			label = index[k[:strings.IndexByte(k, '/')]]
+		for i := range l.Entries {
+			e := &l.Entries[i]
+			e.Label = index[e.Key[:strings.IndexByte(e.Key, '/')]]
 		}
-		l.Entries = append(l.Entries, Entry{Key: k, Label: label, Src: src, Size: sizes[k]})
 	}
 	return l, nil
 }
