@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -658,10 +657,8 @@ func (m *measure) write(first, k int) (written, error) {
 // placed is sample s of sampled item it as copy c of input e would hold it:
 // e's key (with s's frame or row suffix), label and source, s's tensors.
 func (m *measure) placed(s *formats.Sample, it *sampled, e Entry, c int) formats.Sample {
-	rest := s.Key
-	if m.opt.Copies > 1 {
-		rest = strings.TrimSuffix(rest, "#c"+strconv.Itoa(it.copy))
-	}
+	// CopyKey("", c, copies) is the copy's suffix, "" for a single copy.
+	rest := strings.TrimSuffix(s.Key, CopyKey("", it.copy, m.opt.Copies))
 	rest = strings.TrimPrefix(rest, it.entry.Key)
 	out := *s
 	out.Key = e.Key + rest
