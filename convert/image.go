@@ -126,15 +126,21 @@ type sizedAugmenter interface {
 // (resize=S on a long, thin strip), before finish allocates it: the input
 // is skipped like any bad one, with the recipe's reason.
 func (h *imageHandler) checkSize(img *image.NRGBA, src augment.Source) error {
-	aug, ok := h.aug.(sizedAugmenter)
-	if !ok {
-		return nil
-	}
 	w, ht := img.Rect.Dx(), img.Rect.Dy()
 	if src.W > 0 && src.H > 0 { // a scaled decode: the recipe sizes from the full image
 		w, ht = src.W, src.H
 	}
-	_, _, err := aug.OutputSize(w, ht)
+	return checkOutputSize(h.aug, w, ht)
+}
+
+// checkOutputSize returns aug's refusal of a w×h input, when aug is a
+// sizedAugmenter; nil otherwise (nil aug included).
+func checkOutputSize(aug ImageAugmenter, w, h int) error {
+	a, ok := aug.(sizedAugmenter)
+	if !ok {
+		return nil
+	}
+	_, _, err := a.OutputSize(w, h)
 	return err
 }
 

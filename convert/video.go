@@ -92,14 +92,12 @@ func (v *videoSamples) add(f ffmpeg.Frame) error {
 		v.s1, v.s2 = v.rng.Uint64(), v.rng.Uint64()
 		v.first, v.params, v.data = index, nil, nil
 	}
-	if v.n == 1 && v.aug != nil {
+	if v.n == 1 {
 		// Frames of one video share a size: the first tells whether the
 		// recipe would blow it up past its limit, as checkSize does for
 		// images.
-		if a, ok := v.aug.(sizedAugmenter); ok {
-			if _, _, err := a.OutputSize(f.Width, f.Height); err != nil {
-				return err
-			}
+		if err := checkOutputSize(v.aug, f.Width, f.Height); err != nil {
+			return err
 		}
 	}
 	frame, params := v.augment(f)
