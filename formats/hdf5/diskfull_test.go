@@ -38,7 +38,7 @@ func TestDiskFull(t *testing.T) {
 					break
 				}
 			}
-			if ww := w.(*writer); err != nil && len(ww.keys) == 0 && (ww.stream != nil || ww.cols != nil) {
+			if ww := w.(*writer); err != nil && ww.n == 0 && (ww.stream != nil || ww.cols != nil) {
 				t.Errorf("a failed first Add left the writer holding a stream (%v) or columns (%d)", ww.stream != nil, len(ww.cols))
 			}
 			if err == nil {

@@ -48,6 +48,12 @@ func (s *spill) write(p []byte) error {
 	return err
 }
 
+func (s *spill) writeString(p string) error {
+	n, err := s.w.WriteString(p)
+	s.n += int64(n)
+	return err
+}
+
 // copyTo copies the spilled bytes into dst at off.
 func (s *spill) copyTo(dst *os.File, off int64) error {
 	if err := s.w.Flush(); err != nil {
@@ -116,23 +122,21 @@ func (w *writer) spillStream(st *stream) error {
 	return nil
 }
 
-// fillSpilled copies the spilled columns into the finished file tmp, at
-// the offsets write gave their datasets. It runs once the library has
-// closed the file: the datasets' storage was allocated and never filled
-// (prep_dcpl), so these bytes are the only ones in their ranges, and the
-// copy does not hold the library from the next shard.
-func (w *writer) fillSpilled(tmp string, infos []formats.DatasetInfo) error {
-	var fd *os.File
+// fill writes the spilled columns, the labels and the keys into the
+// finished file tmp, at the offsets write or finishStream gave their
+// datasets. It runs once the library has closed the file: the datasets'
+// storage was allocated and never filled (prep_dcpl), so these bytes are
+// the only ones in their ranges, and the writes do not hold the library
+// from the next shard.
+func (w *writer) fill(tmp string, infos []formats.DatasetInfo) error {
+	fd, err := os.OpenFile(tmp, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer fd.Close() // syncAndHash syncs the file
 	for _, c := range w.cols {
 		if c.spill == nil {
 			continue
-		}
-		if fd == nil {
-			var err error
-			if fd, err = os.OpenFile(tmp, os.O_RDWR, 0); err != nil {
-				return err
-			}
-			defer fd.Close() // syncAndHash syncs the file
 		}
 		info, ok := datasetNamed(infos, c.name)
 		if !ok || info.Size != c.spill.n {
@@ -142,7 +146,7 @@ func (w *writer) fillSpilled(tmp string, infos []formats.DatasetInfo) error {
 			return fmt.Errorf("dataset %s: copy spilled bytes: %w", c.name, err)
 		}
 	}
-	return nil
+	return w.fillTail(fd, infos)
 }
 
 func datasetNamed(infos []formats.DatasetInfo, name string) (formats.DatasetInfo, bool) {

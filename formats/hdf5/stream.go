@@ -179,7 +179,7 @@ func (w *writer) shrink() error {
 	if err := os.Remove(tmp); err != nil {
 		return fmt.Errorf("write shard %s: %w", w.path, err)
 	}
-	w.expect = len(w.keys)
+	w.expect = w.n
 	st, err := w.createStream(tmp)
 	if err != nil {
 		return fmt.Errorf("write shard %s: %w", w.path, err)

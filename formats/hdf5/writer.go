@@ -35,7 +35,7 @@ func (Format) Ext() string { return ".h5" }
 // already touched, and past spillAfter bytes in files beside the shard
 // (spill.go).
 func (Format) Create(path string, meta formats.ShardMeta) (formats.ShardWriter, error) {
-	return &writer{path: path, meta: meta, budget: spillAfter}, nil
+	return &writer{path: path, meta: meta, budget: spillAfter, tailBudget: tailAfter}, nil
 }
 
 // spare keeps the column buffers of finished shards for the next shard.
@@ -100,11 +100,14 @@ type writer struct {
 	meta   formats.ShardMeta
 	expect int // planned samples (Expect), 0 if unknown
 	cols   []*column
-	labels []int64
-	keys   []string
-	rate   int // the first sample's audio rate; every sample must share it
+	n      int  // samples added
+	tail   tail // their labels and keys (tail.go)
+	rate   int  // the first sample's audio rate; every sample must share it
 	stream *stream
 	budget int64 // gathered bytes kept in memory before they spill (spillAfter)
+	// tailBudget is the bytes of labels and keys kept in memory before
+	// they spill (tailAfter).
+	tailBudget int64
 }
 
 // Expect sizes the shard's buffers from the first sample: growing a
@@ -119,13 +122,11 @@ func (w *writer) Add(s *formats.Sample) error {
 	if err := w.check(s); err != nil {
 		return err
 	}
-	if len(w.keys) == 0 {
+	if w.n == 0 {
 		w.rate = s.Rate
 		for _, f := range s.Fields {
 			w.cols = append(w.cols, &column{name: f.Name, dtype: f.DType, shape: slices.Clone(f.Shape), fixed: true, size: len(f.Data)})
 		}
-		w.labels = make([]int64, 0, w.expect)
-		w.keys = make([]string, 0, w.expect)
 		if err := w.start(); err != nil {
 			w.cols = nil // as before the sample
 			return err
@@ -138,15 +139,15 @@ func (w *writer) Add(s *formats.Sample) error {
 	}
 	if w.stream == nil && w.heldBytes()+s.Bytes() > w.budget {
 		if err := w.spillAll(); err != nil {
-			if len(w.keys) == 0 { // leave the writer as before the sample
+			if w.n == 0 { // leave the writer as before the sample
 				w.release()
 			}
 			return err
 		}
 	}
 	if w.stream != nil {
-		if err := w.stream.add(s, len(w.keys)); err != nil {
-			if len(w.keys) == 0 { // leave the writer as before the sample
+		if err := w.stream.add(s, w.n); err != nil {
+			if w.n == 0 { // leave the writer as before the sample
 				w.stream.close()
 				w.stream, w.cols = nil, nil
 				os.Remove(formats.TempName(w.path))
@@ -178,15 +179,17 @@ func (w *writer) Add(s *formats.Sample) error {
 		}
 		c.n++
 	}
-	w.labels = append(w.labels, s.Label)
-	w.keys = append(w.keys, s.Key)
+	if err := w.addTail(s.Label, s.Key); err != nil {
+		return err
+	}
+	w.n++
 	return nil
 }
 
 // fits reports whether s has a place in the streamed file: the shard is
 // not yet full and every field has its column's shape.
 func (w *writer) fits(s *formats.Sample) bool {
-	if len(w.keys) >= w.expect {
+	if w.n >= w.expect {
 		return false
 	}
 	for i, f := range s.Fields {
@@ -253,10 +256,10 @@ func (w *writer) check(s *formats.Sample) error {
 	if len(s.Fields) == 0 {
 		return fmt.Errorf("%w: no fields", formats.ErrIncompatible)
 	}
-	if len(w.keys) > 0 && len(s.Fields) != len(w.cols) {
+	if w.n > 0 && len(s.Fields) != len(w.cols) {
 		return fmt.Errorf("%w: %d fields, the shard's first sample has %d", formats.ErrIncompatible, len(s.Fields), len(w.cols))
 	}
-	if len(w.keys) > 0 && s.Rate != w.rate {
+	if w.n > 0 && s.Rate != w.rate {
 		return fmt.Errorf("%w: audio rate %d Hz, the shard's first sample has %d (0: not audio)", formats.ErrIncompatible, s.Rate, w.rate)
 	}
 	groups, names := map[string]bool{}, map[string]bool{}
@@ -279,7 +282,7 @@ func (w *writer) check(s *formats.Sample) error {
 		if groups[f.Name] {
 			return fmt.Errorf("%w: field %q is also the group of another field", formats.ErrIncompatible, f.Name)
 		}
-		if len(w.keys) == 0 {
+		if w.n == 0 {
 			continue
 		}
 		c := w.cols[i]
@@ -303,6 +306,7 @@ func (w *writer) release() {
 		c.spill = nil
 	}
 	w.cols = nil
+	w.tail.release()
 }
 
 func (w *writer) Abort() error {
@@ -327,7 +331,7 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 		}
 	}()
 	tmp := formats.TempName(w.path)
-	if w.stream != nil && len(w.keys) != w.expect {
+	if w.stream != nil && w.n != w.expect {
 		// fits keeps more than expected from the stream: here fewer came.
 		if err := w.shrink(); err != nil {
 			os.Remove(tmp)
@@ -338,8 +342,11 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 	var err error
 	if w.stream != nil {
 		infos, err = w.finishStream()
-	} else if infos, err = w.write(tmp); err == nil {
-		err = w.fillSpilled(tmp, infos)
+	} else {
+		infos, err = w.write(tmp)
+	}
+	if err == nil {
+		err = w.fill(tmp, infos)
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -356,7 +363,7 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 	}
 	info := formats.ShardInfo{
 		File:     filepath.Base(w.path),
-		Count:    len(w.keys),
+		Count:    w.n,
 		Bytes:    size,
 		Datasets: infos,
 	}
@@ -378,7 +385,7 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 			err = cerr
 		}
 	}()
-	n := len(w.keys)
+	n := w.n
 	made := map[string]bool{}
 	add := func(name string, dtype formats.DType, shape []int, data []byte) error {
 		info, err := writeDataset(f, name, dtype, shape, data)
@@ -393,7 +400,7 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 			return nil, err
 		}
 		// A spilled column's dataset is only laid out here: Close fills it
-		// once the library has let go of the file (fillSpilled).
+		// once the library has let go of the file (fill).
 		data := func(shape []int) error {
 			if c.spill == nil {
 				return add(c.name, c.dtype, shape, *c.buf)
@@ -451,13 +458,16 @@ func makeGroup(f *hdf5.File, name string, made map[string]bool) error {
 }
 
 // writeTail adds what follows the columns: labels, keys and attributes.
+// It only lays out labels and keys: Close fills them once the library has
+// let go of the file (fillTail).
 func (w *writer) writeTail(f *hdf5.File, infos []formats.DatasetInfo) ([]formats.DatasetInfo, error) {
-	info, err := writeDataset(f, "labels", formats.Int64, []int{len(w.keys)}, int64Bytes(w.labels))
+	info, err := writeDataset(f, "labels", formats.Int64, []int{w.n}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("dataset labels: %w", err)
 	}
+	info.Size = 8 * int64(w.n)
 	infos = append(infos, info)
-	if err := writeKeys(f, w.keys, &infos); err != nil {
+	if err := layOutKeys(f, w.n, w.keysWidth(), &infos); err != nil {
 		return nil, err
 	}
 	if err := w.writeAttrs(f); err != nil {
@@ -594,17 +604,10 @@ func stringAttr(g *hdf5.Group, name, value string) error {
 	return writeStringAttr(g.ID(), name, value)
 }
 
-// writeKeys stores keys as fixed-length strings (h5py: |S<w>), because
-// gonum's variable-length string writes crash (DESIGN.md).
-func writeKeys(f *hdf5.File, keys []string, infos *[]formats.DatasetInfo) error {
-	width := 1
-	for _, k := range keys {
-		width = max(width, len(k))
-	}
-	flat := make([]byte, len(keys)*width)
-	for i, k := range keys {
-		copy(flat[i*width:], k)
-	}
+// layOutKeys creates the dataset of n keys as fixed-length strings of
+// width bytes (h5py: |S<width>), because gonum's variable-length string
+// writes crash (DESIGN.md).
+func layOutKeys(f *hdf5.File, n, width int, infos *[]formats.DatasetInfo) error {
 	t, err := hdf5.T_C_S1.Copy()
 	if err != nil {
 		return err
@@ -613,10 +616,11 @@ func writeKeys(f *hdf5.File, keys []string, infos *[]formats.DatasetInfo) error 
 	if err := t.SetSize(width); err != nil {
 		return err
 	}
-	info, err := create(f, "keys", t, []int{len(keys)}, flat)
+	info, err := create(f, "keys", t, []int{n}, nil)
 	if err != nil {
 		return fmt.Errorf("dataset keys: %w", err)
 	}
+	info.Size = int64(n) * int64(width)
 	info.DType = formats.DType(fmt.Sprintf("S%d", width))
 	*infos = append(*infos, info)
 	return nil

@@ -1,0 +1,317 @@
+package hdf5
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/internal/testenv"
+)
+
+// tailCases are spillCases and shards whose keys vary: empty keys, the
+// longest key last (the width grows after the records spilled), one key
+// longer than a block of keys, and negative labels.
+func tailCases() map[string]struct {
+	expect  int
+	samples []*formats.Sample
+} {
+	cases := spillCases()
+	var varied, long []*formats.Sample
+	for i := range 40 {
+		key := strings.Repeat("k", i%7) + fmt.Sprint(i)
+		if i%5 == 0 {
+			key = ""
+		}
+		if i == 39 {
+			key = strings.Repeat("z", 100)
+		}
+		varied = append(varied, imageSample(key, int64(i)-20, 4, 4, byte(i)))
+	}
+	for i := range 5 {
+		long = append(long, imageSample(strings.Repeat(fmt.Sprint(i), 300*i), -1<<62+int64(i), 2, 2, byte(i)))
+	}
+	cases["varied keys, streamed"] = struct {
+		expect  int
+		samples []*formats.Sample
+	}{len(varied), varied}
+	cases["varied keys, gathered"] = struct {
+		expect  int
+		samples []*formats.Sample
+	}{0, varied}
+	cases["long keys"] = struct {
+		expect  int
+		samples []*formats.Sample
+	}{len(long), long}
+	return cases
+}
+
+// tailBytes is what a shard's labels and keys take in memory.
+func tailBytes(samples []*formats.Sample) int64 {
+	var n int64
+	for _, s := range samples {
+		n += int64(8 + len(binary.AppendUvarint(nil, uint64(len(s.Key)))) + len(s.Key))
+	}
+	return n
+}
+
+// writeTailBudget writes samples to a shard at p, told to expect expect,
+// keeping at most budget column bytes and tailBudget label and key bytes
+// in memory. It reports whether the labels' and keys' scratch files
+// existed before Close, and fails t when the writer held more labels and
+// keys in memory than tailBudget.
+func writeTailBudget(t *testing.T, p string, expect int, budget, tailBudget int64, samples []*formats.Sample) (formats.ShardInfo, bool) {
+	t.Helper()
+	fw, err := Format{}.Create(p, formats.ShardMeta{Version: "test", Seed: 3, Classes: []string{"a", "b", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := fw.(*writer)
+	w.budget, w.tailBudget = budget, tailBudget
+	w.Expect(expect)
+	for _, s := range samples {
+		if err := w.Add(s); err != nil {
+			w.Abort()
+			t.Fatal(err)
+		}
+		if held := int64(len(w.tail.labels) + len(w.tail.keys)); held > tailBudget {
+			t.Fatalf("tail budget %d: %d bytes of labels and keys held", tailBudget, held)
+		}
+	}
+	ln, kn := w.tailSpillNames()
+	_, lerr := os.Stat(ln)
+	_, kerr := os.Stat(kn)
+	if (lerr == nil) != (kerr == nil) {
+		t.Errorf("tail budget %d: labels spilled %v, keys %v", tailBudget, lerr == nil, kerr == nil)
+	}
+	info, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info, lerr == nil
+}
+
+// TestTailSpillSameBytes writes each case with its labels and keys in
+// memory, and again with budgets that spill them at the first sample,
+// part way and at the last, with the columns in memory or spilled too,
+// and with blocks of keys smaller than a key, of a few keys and of the
+// default size: the shards and their infos must be equal byte for byte,
+// and no scratch file may stay behind.
+func TestTailSpillSameBytes(t *testing.T) {
+	defer func(b int) { keyBlock = b }(keyBlock)
+	for name, tc := range tailCases() {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			ref := filepath.Join(dir, "ref.h5")
+			want, spilled := writeTailBudget(t, ref, tc.expect, spillAfter, tailAfter, tc.samples)
+			if spilled {
+				t.Fatal("reference shard: labels and keys spilled")
+			}
+			wantBytes, err := os.ReadFile(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkTail(t, wantBytes, want, tc.samples)
+			total := tailBytes(tc.samples)
+			for _, block := range []int{1, 64, 1 << 20} {
+				keyBlock = block
+				for _, budget := range []int64{spillAfter, 0} {
+					for _, tailBudget := range []int64{0, total / 3, total - 1} {
+						p := filepath.Join(dir, fmt.Sprintf("b%d-%d-%d.h5", block, budget, tailBudget))
+						got, spilled := writeTailBudget(t, p, tc.expect, budget, tailBudget, tc.samples)
+						if !spilled {
+							t.Errorf("tail budget %d of %d bytes: no scratch files while writing", tailBudget, total)
+						}
+						if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, wantBytes) {
+							t.Errorf("%s: the shard differs from one whose labels and keys stayed in memory (%v)", filepath.Base(p), err)
+						}
+						got.File = want.File
+						if !jsonEqual(got, want) {
+							t.Errorf("%s: info %+v, want %+v", filepath.Base(p), got, want)
+						}
+					}
+				}
+			}
+			left, _ := filepath.Glob(filepath.Join(dir, "*.spill*"))
+			tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+			if len(left)+len(tmps) > 0 {
+				t.Errorf("files left: %v %v", left, tmps)
+			}
+		})
+	}
+}
+
+// checkTail checks the labels and keys datasets of shard, whose info is
+// info, against the samples: little-endian int64s, and each key padded
+// with NULs to the longest.
+func checkTail(t *testing.T, shard []byte, info formats.ShardInfo, samples []*formats.Sample) {
+	t.Helper()
+	width := 1
+	for _, s := range samples {
+		width = max(width, len(s.Key))
+	}
+	var labels, keys []byte
+	for _, s := range samples {
+		labels = binary.LittleEndian.AppendUint64(labels, uint64(s.Label))
+		keys = append(keys, s.Key...)
+		keys = append(keys, make([]byte, width-len(s.Key))...)
+	}
+	for _, d := range []struct {
+		name, dtype string
+		want        []byte
+	}{{"labels", "int64", labels}, {"keys", fmt.Sprintf("S%d", width), keys}} {
+		got, ok := datasetNamed(info.Datasets, d.name)
+		if !ok || string(got.DType) != d.dtype || got.Size != int64(len(d.want)) || got.Offset+got.Size > int64(len(shard)) {
+			t.Fatalf("dataset %s: %+v, want %s of %d bytes", d.name, got, d.dtype, len(d.want))
+		}
+		if !bytes.Equal(shard[got.Offset:got.Offset+got.Size], d.want) {
+			t.Errorf("dataset %s: the bytes differ from the samples'", d.name)
+		}
+	}
+}
+
+// TestTailKeys reads back the keys and labels of a shard whose records
+// spilled, against the samples'.
+func TestTailKeys(t *testing.T) {
+	samples := tailCases()["varied keys, streamed"].samples
+	p := filepath.Join(t.TempDir(), "s.h5")
+	if _, spilled := writeTailBudget(t, p, len(samples), spillAfter, 0, samples); !spilled {
+		t.Fatal("no scratch files while writing")
+	}
+	got := h5py(t, p, `out["keys"] = [k.decode() for k in f["keys"][:]]; out["labels"] = f["labels"][:].tolist(); out["dtype"] = f["keys"].dtype.str`)
+	var keys []any
+	var labels []any
+	for _, s := range samples {
+		keys = append(keys, s.Key)
+		labels = append(labels, float64(s.Label))
+	}
+	wantJSON(t, got, map[string]any{"keys": keys, "labels": labels, "dtype": "|S100"})
+}
+
+// TestTailEmpty: a shard closed before any sample still has its empty
+// labels and keys, as before they were filled after the library closed
+// the file (an empty dataset has no storage to write to).
+func TestTailEmpty(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "e.h5")
+	w, err := Format{}.Create(p, formats.ShardMeta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Count != 0 || len(info.Datasets) != 2 {
+		t.Fatalf("info %+v, want 0 samples, labels and keys", info)
+	}
+	got := h5py(t, p, `out["labels"] = list(f["labels"].shape); out["keys"] = list(f["keys"].shape); out["dtype"] = f["keys"].dtype.str`)
+	wantJSON(t, got, map[string]any{"labels": []any{0.0}, "keys": []any{0.0}, "dtype": "|S1"})
+}
+
+// TestTailSpillAbort: Abort removes the labels' and keys' scratch files
+// with the temp file, and Close removes them once the shard is written,
+// also when it fails.
+func TestTailSpillAbort(t *testing.T) {
+	samples := tailCases()["varied keys, gathered"].samples
+	for _, end := range []string{"abort", "close", "stray label", "stray key"} {
+		t.Run(end, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "shard-000001.h5") // a name IsTemp knows
+			fw, err := Format{}.Create(p, formats.ShardMeta{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := fw.(*writer)
+			w.tailBudget = 100
+			for _, s := range samples {
+				if err := w.Add(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ln, kn := w.tailSpillNames()
+			for _, name := range []string{ln, kn} {
+				if !formats.IsTemp(filepath.Base(name)) {
+					t.Errorf("IsTemp(%s) = false: a killed run would leave it", filepath.Base(name))
+				}
+				if _, err := os.Stat(name); err != nil {
+					t.Fatalf("not spilled: %v", err)
+				}
+			}
+			var want string
+			switch end {
+			case "abort":
+				err = w.Abort()
+			case "close":
+				_, err = w.Close()
+			case "stray label":
+				w.tail.labelSpill.write([]byte{1})
+				_, err = w.Close()
+				want = "spilled"
+			case "stray key":
+				w.tail.keySpill.write([]byte{0})
+				_, err = w.Close()
+				want = "more gathered"
+			}
+			if want != "" {
+				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
+					t.Errorf("Close: %v, want an error naming %s and saying %q", err, p, want)
+				}
+				err = nil
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if e.Name() != filepath.Base(p) || end != "close" {
+					t.Errorf("%s left %s", end, e.Name())
+				}
+			}
+		})
+	}
+}
+
+// TestTailSpillDiskFull points the labels' scratch file at /dev/full:
+// writing the shard fails with ENOSPC naming it, in Add or in Close, and
+// Abort leaves nothing behind.
+func TestTailSpillDiskFull(t *testing.T) {
+	testenv.NeedFile(t, "/dev/full", "create it with mknod -m 666 /dev/full c 1 7")
+	for _, n := range []int{3, 20000} { // records within the spill buffer, or past it
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "s.h5")
+			if err := os.Symlink("/dev/full", formats.SpillName(p, 1)); err != nil {
+				t.Fatal(err)
+			}
+			fw, err := Format{}.Create(p, formats.ShardMeta{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := fw.(*writer)
+			w.tailBudget = 1
+			w.Expect(n)
+			for i := range n {
+				if err = w.Add(imageSample(fmt.Sprint(i), 0, 1, 1, 1)); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				_, err = w.Close()
+			} else {
+				w.Abort()
+			}
+			if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), p) {
+				t.Errorf("got %v, want ENOSPC naming %s", err, p)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+				t.Errorf("left %v", ents)
+			}
+		})
+	}
+}
