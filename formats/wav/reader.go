@@ -1,0 +1,192 @@
+package wav
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// Reader streams a WAVE file's samples as float32, whatever their
+// encoding: 8-, 16-, 24- and 32-bit PCM and 32- and 64-bit IEEE float,
+// plain or WAVE_FORMAT_EXTENSIBLE. A data chunk whose size is 0xFFFFFFFF
+// (as ffmpeg writes to a pipe) runs to the end of the stream.
+type Reader struct {
+	Rate     int
+	Channels int
+	// Frames is the number of frames the data chunk holds, or -1 when
+	// the stream does not say.
+	Frames int64
+
+	r      io.Reader
+	tag    uint16
+	bytes  int   // per sample
+	left   int64 // data bytes still to read; -1: to the end
+	buf    []byte
+	carry  int // bytes of a partial frame at the start of buf
+	frameB int
+}
+
+// streamSize marks a data chunk of unknown length.
+const streamSize = math.MaxUint32
+
+// NewReader reads r's header up to the first sample.
+func NewReader(r io.Reader) (*Reader, error) {
+	var hdr [12]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, fmt.Errorf("wav header: %w", unexpected(err))
+	}
+	if string(hdr[:4]) != "RIFF" || string(hdr[8:12]) != "WAVE" {
+		return nil, errors.New("not a RIFF/WAVE file")
+	}
+	w := &Reader{r: r}
+	haveFmt := false
+	for {
+		var ch [8]byte
+		if _, err := io.ReadFull(r, ch[:]); err != nil {
+			return nil, errNoData
+		}
+		id, n := string(ch[:4]), int64(binary.LittleEndian.Uint32(ch[4:]))
+		switch id {
+		case "fmt ":
+			if n < 16 || n > 64 {
+				return nil, fmt.Errorf("wav fmt chunk of %d bytes", n)
+			}
+			b := make([]byte, n+n&1)
+			if _, err := io.ReadFull(r, b); err != nil {
+				return nil, fmt.Errorf("wav fmt chunk: %w", unexpected(err))
+			}
+			if err := w.parseFmt(b[:n]); err != nil {
+				return nil, err
+			}
+			haveFmt = true
+		case "data":
+			if !haveFmt {
+				return nil, errors.New("wav data chunk before fmt chunk")
+			}
+			w.frameB = w.bytes * w.Channels
+			w.left, w.Frames = n, n/int64(w.frameB)
+			if n == streamSize {
+				w.left, w.Frames = -1, -1
+			} else if n%int64(w.frameB) != 0 {
+				return nil, fmt.Errorf("wav data of %d bytes is not whole frames of %d bytes", n, w.frameB)
+			}
+			w.buf = make([]byte, 0, 64<<10/w.frameB*w.frameB+w.frameB)
+			return w, nil
+		default:
+			if _, err := io.CopyN(io.Discard, r, n+n&1); err != nil {
+				return nil, errNoData
+			}
+		}
+	}
+}
+
+// errNoData is a header that ends before the samples: prep's words for
+// what ffmpeg calls "no 'data' tag found".
+var errNoData = errors.New("damaged WAV: its header ends before the audio data; re-encode or remove the file")
+
+// ErrUnsupported is a WAVE encoding Reader does not decode (μ-law,
+// ADPCM, ...).
+var ErrUnsupported = errors.New("wav encoding not supported")
+
+// ErrTruncated is a data chunk that ends before its size says.
+var ErrTruncated = errors.New("wav cut off: the file ends before the audio data its header announces")
+
+func (w *Reader) parseFmt(b []byte) error {
+	le := binary.LittleEndian
+	tag := le.Uint16(b[0:])
+	w.Channels = int(le.Uint16(b[2:]))
+	w.Rate = int(le.Uint32(b[4:]))
+	bits := int(le.Uint16(b[14:]))
+	if tag == formatExtensible {
+		if len(b) < 40 || string(b[26:40]) != string(extensibleTail) {
+			return errors.New("wav WAVE_FORMAT_EXTENSIBLE with an unknown sub-format")
+		}
+		tag = le.Uint16(b[24:])
+	}
+	switch {
+	case w.Channels == 0:
+		return errors.New("wav with zero channels")
+	case w.Rate == 0:
+		return errors.New("wav with a sample rate of 0 Hz: the fmt chunk is damaged")
+	case tag == formatPCM && (bits == 8 || bits == 16 || bits == 24 || bits == 32),
+		tag == formatIEEEFloat && (bits == 32 || bits == 64):
+		w.tag, w.bytes = tag, bits/8
+		return nil
+	}
+	return fmt.Errorf("%w: format %d with %d bits per sample; convert it to PCM or IEEE float", ErrUnsupported, tag, bits)
+}
+
+// Read fills dst with whole frames of interleaved samples, nominally in
+// [-1, 1], and returns how many samples it wrote; io.EOF after the last.
+// A data chunk that ends early is ErrTruncated.
+func (w *Reader) Read(dst []float32) (int, error) {
+	maxFrames := len(dst) / w.Channels
+	if maxFrames == 0 {
+		return 0, fmt.Errorf("wav: a buffer of %d samples holds no frame of %d channels", len(dst), w.Channels)
+	}
+	if w.left == 0 {
+		return 0, io.EOF // whole frames: nothing can be carried here
+	}
+	want := min(maxFrames*w.frameB, cap(w.buf))
+	if w.left >= 0 {
+		want = int(min(int64(want), w.left+int64(w.carry)))
+	}
+	b := w.buf[:want]
+	n, err := io.ReadAtLeast(w.r, b[w.carry:], 1)
+	n += w.carry
+	if w.left >= 0 {
+		w.left -= int64(n - w.carry)
+	}
+	whole := n / w.frameB * w.frameB
+	out := w.decode(dst, b[:whole])
+	w.carry = copy(w.buf[:cap(w.buf)], b[whole:n])
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		if w.left > 0 || w.carry != 0 {
+			return out, ErrTruncated
+		}
+		if out == 0 {
+			return 0, io.EOF
+		}
+		return out, nil
+	case err != nil:
+		return out, err
+	}
+	return out, nil
+}
+
+// decode converts whole frames of b into dst.
+func (w *Reader) decode(dst []float32, b []byte) int {
+	le := binary.LittleEndian
+	n := len(b) / w.bytes
+	switch {
+	case w.tag == formatIEEEFloat && w.bytes == 4:
+		for i := range n {
+			dst[i] = math.Float32frombits(le.Uint32(b[4*i:]))
+		}
+	case w.tag == formatIEEEFloat:
+		for i := range n {
+			dst[i] = float32(math.Float64frombits(le.Uint64(b[8*i:])))
+		}
+	case w.bytes == 1: // unsigned, 128 is zero
+		for i := range n {
+			dst[i] = float32(int(b[i])-128) / 128
+		}
+	case w.bytes == 2:
+		for i := range n {
+			dst[i] = float32(int16(le.Uint16(b[2*i:]))) / 32768
+		}
+	case w.bytes == 3:
+		for i := range n {
+			v := int32(uint32(b[3*i])<<8|uint32(b[3*i+1])<<16|uint32(b[3*i+2])<<24) >> 8
+			dst[i] = float32(v) / (1 << 23)
+		}
+	default:
+		for i := range n {
+			dst[i] = float32(float64(int32(le.Uint32(b[4*i:]))) / (1 << 31))
+		}
+	}
+	return n
+}
