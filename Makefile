@@ -83,14 +83,15 @@ bench: build
 
 # cross builds prep's packages for arm64 (the Graviton and Axion VM types)
 # and runs the pure-Go packages' tests there under qemu-user-static; on
-# arm64 the SIMD loops are left out and TestResampleBytes checks that the
-# resampler gives amd64's bytes. CGO_ENABLED=0: libhdf5 and libjpeg-turbo
-# are C, so formats/hdf5, cmd/prep, bench and convert's tests, which link
+# arm64 the SIMD loops are left out, TestResampleBytes checks that the
+# image resampler gives amd64's bytes and TestConverterBytes the audio
+# one. CGO_ENABLED=0: libhdf5 and libjpeg-turbo are C, so formats/hdf5, cmd/prep, bench and convert's tests, which link
 # libhdf5, are left out (imgdec falls back to Go's decoders).
 CROSS_BUILD := ./augment/ ./convert/ ./cloudsrc/... ./formats/ ./formats/ffmpeg/ ./formats/imgdec/ \
-               ./formats/manifest/ ./formats/npy/ ./formats/tarshard/ ./formats/wav/ ./bench/gpu/
+               ./formats/manifest/ ./formats/npy/ ./formats/tarshard/ ./formats/wav/ ./formats/pcm/ \
+               ./formats/audiodec/ ./bench/gpu/
 CROSS_TEST := ./augment/ ./cloudsrc/ ./formats/ ./formats/imgdec/ ./formats/manifest/ ./formats/npy/ \
-              ./formats/tarshard/ ./formats/wav/
+              ./formats/tarshard/ ./formats/wav/ ./formats/pcm/
 cross: deps
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build $(CROSS_BUILD)
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet $(CROSS_TEST)

@@ -9,7 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/ffmpeg"
+	"github.com/prep-dev/prep/formats/audiodec"
 )
 
 // AudioOptions choose the PCM that audio samples hold.
@@ -22,26 +22,26 @@ type AudioOptions struct {
 	SampleFormat string
 }
 
-// NewAudioHandler decodes .wav, .flac, .mp3, .ogg and .opus files (and
-// anything else ffmpeg reads) with ffmpeg, applies aug (nil: no
-// augmentation) and makes one sample per file: a (T,) tensor for mono,
-// (T, C) for C > 1 channels, of float32 or int16, and its Rate. The key
-// is the input's key.
+// NewAudioHandler decodes audio files (WAV and FLAC in process, .mp3,
+// .ogg, .opus and anything else ffmpeg reads through ffmpeg; see package
+// audiodec), applies aug (nil: no augmentation) and makes one sample per
+// file: a (T,) tensor for mono, (T, C) for C > 1 channels, of float32 or
+// int16, and its Rate. The key is the input's key.
 func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
 	return HandlerFunc(func(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
 		if opt.SampleFormat != "" && opt.SampleFormat != "f32" && opt.SampleFormat != "s16" {
 			return nil, Fatal(fmt.Errorf("audio sample format %q is not supported: use s16 or f32", opt.SampleFormat))
 		}
-		fo := ffmpeg.AudioOptions{Rate: opt.Rate, Channels: opt.Channels, Duration: opt.Duration}
-		if fo.Rate == 0 {
-			fo.Rate = ffmpeg.DefaultRate
+		do := audiodec.Options{Rate: opt.Rate, Channels: opt.Channels, Duration: opt.Duration}
+		if do.Rate == 0 {
+			do.Rate = audiodec.DefaultRate
 		}
-		if fo.Channels == 0 {
-			fo.Channels = 1
+		if do.Channels == 0 {
+			do.Channels = 1
 		}
 		var pcm []float32
 		err := withLocalFile(in, func(path string) (err error) {
-			pcm, err = ffmpeg.Audio(ctx, path, fo)
+			pcm, _, err = audiodec.Decode(ctx, path, do)
 			return err
 		})
 		if err != nil {
@@ -49,20 +49,20 @@ func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
 		}
 		var params map[string]any
 		if aug != nil {
-			params = aug.ApplyAudio(pcm, fo.Channels, fo.Rate, rng)
+			params = aug.ApplyAudio(pcm, do.Channels, do.Rate, rng)
 		}
 		var t formats.Tensor
 		if opt.SampleFormat == "s16" {
-			t = s16Tensor(pcm, fo.Channels)
+			t = s16Tensor(pcm, do.Channels)
 		} else {
-			t = f32Tensor(pcm, fo.Channels)
+			t = f32Tensor(pcm, do.Channels)
 		}
 		return []formats.Sample{{
 			Key:    in.Key,
 			Source: in.Source,
 			Label:  in.Label,
 			Fields: []formats.Field{{Name: formats.DataField, Tensor: t}},
-			Rate:   fo.Rate,
+			Rate:   do.Rate,
 			Params: params,
 		}}, nil
 	})

@@ -123,7 +123,7 @@ func addConvertFlags(fl *pflag.FlagSet, f *convertFlags) {
 	fl.IntVar(&f.video.Clip, "clip", 1, "video: T consecutive frames form one (T,H,W,3) sample; 1 makes every frame a sample")
 	fl.IntVar(&f.video.MaxFrames, "max-frames", 0, "video: keep at most this many frames per video (0: all)")
 	fl.IntVar(&f.audio.Rate, "rate", 16000, "audio: sample rate in Hz")
-	fl.IntVar(&f.audio.Channels, "channels", 1, "audio: channels (ffmpeg mixes down or up)")
+	fl.IntVar(&f.audio.Channels, "channels", 1, "audio: channels (to 1: the average of the file's channels; from 1: copied)")
 	fl.Float64Var(&f.audio.Duration, "duration", 0, "audio: trim or pad every file to this many seconds (0 keeps each whole)")
 	fl.StringVar(&f.audio.SampleFormat, "sample-format", "s16", "audio: s16 (16-bit PCM) or f32 (IEEE float)")
 	fl.IntVar(&f.splitAxis, "split-axis", -1, ".npy/.npz: -1 makes each file one sample, 0 makes each row along axis 0 a sample")
