@@ -71,7 +71,9 @@ fuzz:
 # The GCS benchmarks add 20 ms to each of 2,000 requests: one round each.
 # bench-images.py converts 300 real photos (made once into out/benchphotos by
 # scripts/benchphotos.py from Debian packages) with prep and with a typical
-# PIL + h5py script, with and without Image.draft: docs/PERFORMANCE.md.
+# PIL + h5py script, with and without Image.draft; bench-audio.py converts
+# 200 real clips (out/benchaudio, by scripts/benchaudio.py) with prep and
+# with sox and ffmpeg run per file: docs/PERFORMANCE.md.
 bench: build
 	$(GO) test -run '^$$' -bench . -skip GCS -benchmem -benchtime 3x ./...
 	$(GO) test -run '^$$' -bench GCS -benchtime 1x ./cloudsrc/ ./convert/
@@ -80,13 +82,15 @@ bench: build
 	$(BIN) convert testdata/images out/bench-reader --recipe "resize=256,crop=224" --copies 200 --seed 1 >/dev/null
 	$(PYTHON) python/bench/bench_reader.py out/bench-reader --prep $(BIN)
 	$(PYTHON) scripts/bench-images.py --prep $(BIN)
+	$(PYTHON) scripts/bench-audio.py --prep $(BIN)
 
 # cross builds prep's packages for arm64 (the Graviton and Axion VM types)
 # and runs the pure-Go packages' tests there under qemu-user-static; on
 # arm64 the SIMD loops are left out, TestResampleBytes checks that the
 # image resampler gives amd64's bytes and TestConverterBytes the audio
-# one. CGO_ENABLED=0: libhdf5 and libjpeg-turbo are C, so formats/hdf5, cmd/prep, bench and convert's tests, which link
-# libhdf5, are left out (imgdec falls back to Go's decoders).
+# one. CGO_ENABLED=0: libhdf5 and libjpeg-turbo are C, so formats/hdf5,
+# cmd/prep, bench and convert's tests, which link libhdf5, are left out
+# (imgdec falls back to Go's decoders).
 CROSS_BUILD := ./augment/ ./convert/ ./cloudsrc/... ./formats/ ./formats/ffmpeg/ ./formats/imgdec/ \
                ./formats/manifest/ ./formats/npy/ ./formats/tarshard/ ./formats/wav/ ./formats/pcm/ \
                ./formats/audiodec/ ./bench/gpu/
