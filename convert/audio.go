@@ -28,7 +28,7 @@ type AudioOptions struct {
 // file: a (T,) tensor for mono, (T, C) for C > 1 channels, of float32 or
 // int16, and its Rate. The key is the input's key.
 func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
-	return HandlerFunc(func(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
+	return pathFunc(func(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
 		if opt.SampleFormat != "" && opt.SampleFormat != "f32" && opt.SampleFormat != "s16" {
 			return nil, Fatal(fmt.Errorf("audio sample format %q is not supported: use s16 or f32", opt.SampleFormat))
 		}

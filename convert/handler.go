@@ -61,6 +61,25 @@ func (f HandlerFunc) Samples(ctx context.Context, in *Input, copy int, rng *rand
 	return f(ctx, in, copy, rng)
 }
 
+// A PathHandler reads a local input from its file, Input.Path, and never
+// from Input.Data: the fetch stage then leaves Data empty, so a long
+// recording or a video is not read into memory before its decoder
+// streams it (a one-hour WAV was held whole, 635 MB, next to its
+// samples).
+type PathHandler interface {
+	Handler
+	ReadsPath()
+}
+
+// pathFunc is a HandlerFunc that reads local inputs from their path.
+type pathFunc HandlerFunc
+
+func (f pathFunc) Samples(ctx context.Context, in *Input, copy int, rng *rand.Rand) ([]formats.Sample, error) {
+	return f(ctx, in, copy, rng)
+}
+
+func (pathFunc) ReadsPath() {}
+
 // SampleSeed derives the per-sample seed from the run's seed, the input key
 // and the copy number, so results never depend on scheduling.
 func SampleSeed(seed uint64, key string, copy int) (uint64, uint64) {

@@ -9,7 +9,7 @@ import (
 )
 
 // Fetch reads one input whole, as the pipeline's fetch stage does.
-func Fetch(ctx context.Context, e Entry) (*Input, error) { return fetch(ctx, e) }
+func Fetch(ctx context.Context, e Entry) (*Input, error) { return fetch(ctx, e, nil) }
 
 // ConvertItem makes the samples of one item, copy c of input e read into
 // in, exactly as a run does: the handler with the item's own generator,
@@ -35,13 +35,19 @@ func stamp(s *formats.Sample, e Entry, c, copies int) {
 	}
 }
 
-// fetch reads one input whole.
-func fetch(ctx context.Context, e Entry) (*Input, error) {
+// fetch reads one input whole, or, for a PathHandler h and a local file,
+// only opens it: a missing or unreadable file fails here, as a read would.
+func fetch(ctx context.Context, e Entry, h Handler) (*Input, error) {
 	rc, err := e.Src.Open(ctx, e.Key)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
+	if path := e.Src.LocalPath(e.Key); path != "" {
+		if _, ok := h.(PathHandler); ok {
+			return &Input{Key: e.Key, Source: e.Src.URI(e.Key), Label: e.Label, Path: path}, nil
+		}
+	}
 	var size int64
 	if st, ok := rc.(interface{ Stat() (os.FileInfo, error) }); ok {
 		if fi, err := st.Stat(); err == nil {

@@ -76,7 +76,7 @@ func (r *run) pipeline(ctx context.Context) error {
 	g.Go(func() error {
 		fg, ctx := errgroup.WithContext(ctx)
 		for range r.opt.IOWorkers {
-			fg.Go(func() error { return fetchLoop(ctx, fetchQ) })
+			fg.Go(func() error { return fetchLoop(ctx, fetchQ, r.opt.Handler) })
 		}
 		return fg.Wait()
 	})
@@ -176,13 +176,13 @@ func (r *run) list(ctx context.Context, order, dispatchQ, fetchQ chan<- *job) er
 // per-copy state, about 500 bytes a copy, grew with --copies.
 func (r *run) maxJobCopies() int { return max(4, 2*r.opt.Workers) }
 
-func fetchLoop(ctx context.Context, in <-chan *job) error {
+func fetchLoop(ctx context.Context, in <-chan *job, handler func(key string) Handler) error {
 	for {
 		j, ok, err := recv(ctx, in)
 		if !ok {
 			return err
 		}
-		j.in, j.err = fetch(ctx, j.entry)
+		j.in, j.err = fetch(ctx, j.entry, handler(j.entry.Key))
 		if j.err != nil {
 			// Storage errors that stop the run (a refused permission, retries
 			// or the object's deadline run out) say so through Fatal and

@@ -53,7 +53,7 @@ func ItemsPerShard(ctx context.Context, l *Listing, handler func(key string) Han
 	var lastErr error
 	for i := 0; i < len(l.Entries) && i < 32; i++ {
 		e := l.Entries[i]
-		in, err := fetch(ctx, e)
+		in, err := fetch(ctx, e, handler(e.Key))
 		if err != nil {
 			if IsFatal(err) {
 				return 0, err

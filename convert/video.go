@@ -39,7 +39,7 @@ type VideoOptions struct {
 // bound them with MaxFrames, Every or FPS. Frames are decoded one at a
 // time into one buffer; only the samples are kept.
 func NewVideoHandler(opt VideoOptions, aug ImageAugmenter) Handler {
-	return HandlerFunc(func(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
+	return pathFunc(func(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
 		if opt.FPS < 0 || opt.Every < 0 || opt.Clip < 0 || opt.MaxFrames < 0 {
 			return nil, Fatal(fmt.Errorf("video options must not be negative: fps %v, every %d, clip %d, max frames %d",
 				opt.FPS, opt.Every, opt.Clip, opt.MaxFrames))
