@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 
+	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/ffmpeg"
 )
@@ -26,6 +27,8 @@ type VideoOptions struct {
 
 // NewVideoHandler decodes .mp4, .mkv, .webm, .avi and .mov files with
 // ffmpeg into RGB frames and applies aug (nil: no augmentation) to each.
+// When aug starts with a resize (its MinSide), ffmpeg shrinks the frames
+// to that shorter side first (ffmpeg.FrameOptions.ShortSide).
 // A sample's key is "KEY#f<i>", i the index of its (first) frame after
 // FPS, as ffmpeg.Frames counts; its Params hold aug's draws and "frame": i.
 //
@@ -49,6 +52,13 @@ func NewVideoHandler(opt VideoOptions, aug ImageAugmenter) Handler {
 			v.aug = nil // an audio-only recipe: spare every frame the RGBA round trip
 		}
 		fo := ffmpeg.FrameOptions{FPS: opt.FPS, Every: opt.Every, MaxFrames: opt.MaxFrames}
+		if m, ok := v.aug.(interface{ MinSide() int }); ok {
+			// The recipe starts with a resize (MinSide > 0): ffmpeg shrinks
+			// each frame to that shorter side while converting it to RGB,
+			// and the recipe runs on the small frame. The pipe then carries
+			// a seventh of a 720p frame's bytes, and the resize is a copy.
+			fo.ShortSide = m.MinSide()
+		}
 		err := withLocalFile(in, func(path string) error {
 			_, _, err := ffmpeg.Frames(ctx, path, fo, v.add)
 			if err != nil && v.n == 0 && ctx.Err() == nil {
@@ -75,11 +85,12 @@ type videoSamples struct {
 
 	n       int // frames seen
 	s1, s2  uint64
-	first   int            // index of the current clip's first frame
-	params  map[string]any // the current clip's augmentation draws
-	data    []byte         // the current clip's pixels
-	shape   []int          // one frame's (H, W, 3) after augmentation
-	img     *image.NRGBA   // reused input to aug
+	first   int             // index of the current clip's first frame
+	params  map[string]any  // the current clip's augmentation draws
+	data    []byte          // the current clip's pixels
+	shape   []int           // one frame's (H, W, 3) after augmentation
+	img     *image.NRGBA    // reused input to aug
+	buf     augment.Buffers // aug's resampled images, reused frame after frame
 	samples []formats.Sample
 }
 
@@ -154,6 +165,13 @@ func (v *videoSamples) augment(f ffmpeg.Frame) (formats.Tensor, map[string]any) 
 	for i, j := 0, 0; j < len(f.RGB); i, j = i+4, j+3 {
 		pix[i], pix[i+1], pix[i+2], pix[i+3] = f.RGB[j], f.RGB[j+1], f.RGB[j+2], 0xff
 	}
-	out, params := v.aug.Apply(v.img, rand.New(rand.NewPCG(v.s1, v.s2)))
+	rng := rand.New(rand.NewPCG(v.s1, v.s2))
+	if b, ok := v.aug.(bufferedAugmenter); ok {
+		// Frames are opaque; out is v.buf's memory, which RGBTensor copies
+		// out of before the next frame.
+		out, params := b.ApplyScaled(v.img, augment.Source{Opaque: true}, rng, &v.buf)
+		return RGBTensor(out), params
+	}
+	out, params := v.aug.Apply(v.img, rng)
 	return RGBTensor(out), params
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/cloudsrc"
+	"github.com/prep-dev/prep/formats/ffmpeg"
 	"github.com/prep-dev/prep/formats/hdf5"
 )
 
@@ -60,7 +61,8 @@ func BenchmarkVideoEndToEnd(b *testing.B) {
 		os.RemoveAll(dst)
 
 		start = time.Now()
-		cmd := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-i", path, "-f", "rawvideo", "-pix_fmt", "rgb24", "-")
+		cmd := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-i", path, "-vf", ffmpeg.ScaleFilter(0)+",format=rgb24",
+			"-f", "rawvideo", "-pix_fmt", "rgb24", "-")
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			b.Fatal(err)

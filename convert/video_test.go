@@ -16,6 +16,7 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/ffmpeg"
 )
 
 // mediaInput reads testdata/<rel> as the pipeline would: with its local
@@ -50,11 +51,22 @@ func ffmpegRun(t *testing.T, args ...string) []byte {
 // on its own, as 64×48 RGB.
 func allFrames(t *testing.T, rel string) [][]byte {
 	t.Helper()
-	raw := ffmpegRun(t, "-i", filepath.Join("../testdata", rel), "-f", "rawvideo", "-pix_fmt", "rgb24", "-")
-	const size = 64 * 48 * 3
+	return scaledFrames(t, rel, 0, 64, 48)
+}
+
+// scaledFrames decodes every frame of testdata/<rel> with the ffmpeg
+// program, shrunk to a shorter side of short as Frames does, as w×h RGB.
+func scaledFrames(t *testing.T, rel string, short, w, h int) [][]byte {
+	t.Helper()
+	raw := ffmpegRun(t, "-i", filepath.Join("../testdata", rel), "-vf", ffmpeg.ScaleFilter(short)+",format=rgb24",
+		"-f", "rawvideo", "-pix_fmt", "rgb24", "-")
+	size := w * h * 3
 	var frames [][]byte
 	for ; len(raw) >= size; raw = raw[size:] {
 		frames = append(frames, raw[:size])
+	}
+	if len(raw) != 0 {
+		t.Fatalf("ffmpeg's frames are not %d×%d", w, h)
 	}
 	return frames
 }
@@ -114,27 +126,50 @@ func TestVideoHandler(t *testing.T) {
 // TestVideoHandlerClipAugment checks that the frames of a clip share one
 // augmentation, drawn as NewVideoHandler documents, and clips differ.
 func TestVideoHandlerClipAugment(t *testing.T) {
-	recipe, err := augment.Parse("crop=40x30:random,hflip=0.5,jitter=0.4")
+	tests := []struct {
+		recipe    string
+		short     int // ffmpeg's shrink: the recipe's MinSide
+		w, h      int // the frames ffmpeg delivers
+		shape     []int
+		wantCrops int
+	}{
+		{"crop=40x30:random,hflip=0.5,jitter=0.4", 0, 64, 48, []int{5, 30, 40, 3}, 3},
+		// A leading resize is ffmpeg's: 64×48 comes as 32×24, the recipe
+		// resizes it to itself and crops.
+		{"resize=24,crop=20:random,hflip=0.5", 24, 32, 24, []int{5, 20, 20, 3}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.recipe, func(t *testing.T) {
+			samples, frames := clipAugment(t, tt.recipe, tt.short, tt.w, tt.h, tt.shape)
+			if len(samples) != 6 || len(frames) != 30 {
+				t.Fatalf("%d clips of %d frames, want 6 of 30", len(samples), len(frames))
+			}
+		})
+	}
+}
+
+// clipAugment converts testsrc.mkv in clips of 5 with recipe and checks
+// each clip against ffmpeg's frames, shrunk to short (w×h), put through
+// the recipe with the clip's seeds.
+func clipAugment(t *testing.T, text string, short, w, h int, shape []int) ([]formats.Sample, [][]byte) {
+	recipe, err := augment.Parse(text)
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := mediaInput(t, "video/testsrc.mkv", 0, false)
-	h := NewVideoHandler(VideoOptions{Clip: 5}, recipe)
-	samples, err := h.Samples(context.Background(), in, 0, rand.New(rand.NewPCG(7, 8)))
+	h5 := NewVideoHandler(VideoOptions{Clip: 5}, recipe)
+	samples, err := h5.Samples(context.Background(), in, 0, rand.New(rand.NewPCG(7, 8)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(samples) != 6 {
-		t.Fatalf("%d clips, want 6", len(samples))
-	}
-	frames := allFrames(t, "video/testsrc.mkv")
+	frames := scaledFrames(t, "video/testsrc.mkv", short, w, h)
 	rng := rand.New(rand.NewPCG(7, 8))
 	crops := map[string]bool{}
 	for c, s := range samples {
 		s1, s2 := rng.Uint64(), rng.Uint64()
 		var want []byte
 		for k := range 5 {
-			img := image.NewNRGBA(image.Rect(0, 0, 64, 48))
+			img := image.NewNRGBA(image.Rect(0, 0, w, h))
 			for i, j := 0, 0; j < len(frames[c*5+k]); i, j = i+4, j+3 {
 				copy(img.Pix[i:i+3], frames[c*5+k][j:j+3])
 				img.Pix[i+3] = 255
@@ -149,13 +184,28 @@ func TestVideoHandlerClipAugment(t *testing.T) {
 			}
 			want = append(want, RGBTensor(out).Data...)
 		}
-		if !slices.Equal(s.Fields[0].Shape, []int{5, 30, 40, 3}) || !bytes.Equal(s.Fields[0].Data, want) {
+		if !slices.Equal(s.Fields[0].Shape, shape) || !bytes.Equal(s.Fields[0].Data, want) {
 			t.Errorf("%s: shape %v; pixels differ from the recipe applied with the clip's seeds", s.Key, s.Fields[0].Shape)
 		}
 	}
 	if len(crops) < 3 {
 		t.Errorf("6 clips drew only %d distinct crops", len(crops))
 	}
+	again, err := h5.Samples(context.Background(), in, 0, rand.New(rand.NewPCG(7, 8)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range samples {
+		if !bytes.Equal(samples[i].Fields[0].Data, again[i].Fields[0].Data) {
+			t.Errorf("%s differs between two runs with the same seed", samples[i].Key)
+		}
+	}
+	return samples, frames
+}
+
+func TestVideoHandlerAudioOnlyRecipe(t *testing.T) {
+	in := mediaInput(t, "video/testsrc.mkv", 0, false)
+	frames := allFrames(t, "video/testsrc.mkv")
 	// A recipe without image ops leaves the frames as ffmpeg decodes them.
 	audioOnly, err := augment.Parse("gain=3")
 	if err != nil {
@@ -167,15 +217,6 @@ func TestVideoHandlerClipAugment(t *testing.T) {
 	}
 	if !bytes.Equal(plain[1].Fields[0].Data, bytes.Join(frames[5:10], nil)) {
 		t.Error("an audio-only recipe changed the frames")
-	}
-	again, err := h.Samples(context.Background(), in, 0, rand.New(rand.NewPCG(7, 8)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range samples {
-		if !bytes.Equal(samples[i].Fields[0].Data, again[i].Fields[0].Data) {
-			t.Errorf("%s differs between two runs with the same seed", samples[i].Key)
-		}
 	}
 }
 

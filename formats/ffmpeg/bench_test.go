@@ -48,7 +48,8 @@ func BenchmarkFramesVsFFmpeg(b *testing.B) {
 // `ffmpeg -i FILE -f rawvideo -pix_fmt rgb24 -` read into buf until EOF.
 // It returns the bytes read.
 func ffmpegRawvideo(path string, buf []byte) (int64, error) {
-	cmd := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-i", path, "-f", "rawvideo", "-pix_fmt", "rgb24", "-")
+	cmd := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-i", path, "-vf", ScaleFilter(0)+",format=rgb24",
+		"-f", "rawvideo", "-pix_fmt", "rgb24", "-")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return 0, err

@@ -17,6 +17,11 @@ type FrameOptions struct {
 	FPS       float64 // resample to this rate (ffmpeg's fps filter); 0 keeps every decoded frame
 	Every     int     // keep every Nth frame (after FPS), starting with the first; 0 or 1 keeps all
 	MaxFrames int     // stop after this many frames; 0 for no limit
+	// ShortSide scales each frame down, keeping its aspect ratio, so that
+	// its shorter side is ShortSide (the longer rounded to the nearest
+	// pixel); frames already that small are left alone. 0 keeps the
+	// decoded size.
+	ShortSide int
 }
 
 // Frame is one decoded video frame.
@@ -124,9 +129,8 @@ func frameArgs(path string, opt FrameOptions, legacy bool) []string {
 		// conversion and the pipe.
 		filters = append(filters, fmt.Sprintf(`select=not(mod(n\,%d))`, opt.Every))
 	}
-	if len(filters) > 0 {
-		args = append(args, "-vf", strings.Join(filters, ","))
-	}
+	filters = append(filters, ScaleFilter(opt.ShortSide), "format=rgb24")
+	args = append(args, "-vf", strings.Join(filters, ","))
 	if opt.MaxFrames > 0 {
 		args = append(args, "-frames:v", strconv.Itoa(opt.MaxFrames))
 	}
@@ -139,6 +143,26 @@ func frameArgs(path string, opt FrameOptions, legacy bool) []string {
 	}
 	return append(args, sync, "passthrough",
 		"-pix_fmt", "rgb24", "-c:v", "ppm", "-f", "image2pipe", "-")
+}
+
+// swsFlags make swscale's conversion to RGB (and its scaling) the same on
+// every CPU: bitexact keeps it off the SIMD paths whose rounding differs
+// from its C code, accurate_rnd and full_chroma_int off the fast
+// approximations. Bilinear is a tent filter as wide as the scale factor,
+// as prep's own resampler uses.
+const swsFlags = "bilinear+accurate_rnd+full_chroma_int+bitexact"
+
+// ScaleFilter is the scale filter Frames uses to convert each frame to
+// RGB and, with short > 0, to shrink it to a shorter side of short: the
+// same conversion for a comparison with ffmpeg run on its own.
+func ScaleFilter(short int) string {
+	if short <= 0 {
+		return "scale=flags=" + swsFlags
+	}
+	// f = min(1, short/min(iw,ih)); the longer side rounds, the shorter is
+	// short exactly (or stays, when already smaller).
+	f := fmt.Sprintf("min(1\\,%d/min(iw\\,ih))", short)
+	return fmt.Sprintf("scale=w='round(iw*%s)':h='round(ih*%s)':flags=%s", f, f, swsFlags)
 }
 
 // errCallback marks an error returned by the caller's function.
