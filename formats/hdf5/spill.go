@@ -122,12 +122,12 @@ func (w *writer) spillStream(st *stream) error {
 	return nil
 }
 
-// fill writes the spilled columns, the labels and the keys into the
-// finished file tmp, at the offsets write or finishStream gave their
-// datasets. It runs once the library has closed the file: the datasets'
-// storage was allocated and never filled (prep_dcpl), so these bytes are
-// the only ones in their ranges, and the writes do not hold the library
-// from the next shard.
+// fill writes the spilled columns, the ragged columns' offsets, shapes
+// and ranks, the labels and the keys into the finished file tmp, at the
+// offsets write or finishStream gave their datasets. It runs once the
+// library has closed the file: the datasets' storage was allocated and
+// never filled (prep_dcpl), so these bytes are the only ones in their
+// ranges, and the writes do not hold the library from the next shard.
 func (w *writer) fill(tmp string, infos []formats.DatasetInfo) error {
 	fd, err := os.OpenFile(tmp, os.O_RDWR, 0)
 	if err != nil {
@@ -144,6 +144,13 @@ func (w *writer) fill(tmp string, infos []formats.DatasetInfo) error {
 		}
 		if err := c.spill.copyTo(fd, info.Offset); err != nil {
 			return fmt.Errorf("dataset %s: copy spilled bytes: %w", c.name, err)
+		}
+	}
+	for _, c := range w.cols {
+		if !c.fixed {
+			if err := c.fillShapes(fd, infos); err != nil {
+				return err
+			}
 		}
 	}
 	return w.fillTail(fd, infos)

@@ -271,3 +271,54 @@ func TestSpillDiskFullEverywhere(t *testing.T) {
 		t.Logf("expect=%d: %d runs ran out of room", expect, full)
 	}
 }
+
+// TestSpillBufferReused: a shard that spilled leaves its column buffer
+// for the next shard, which takes it also when its first sample is the
+// larger: a new buffer of the budget (64 MiB) for the few bytes between
+// the two samples doubled the memory of a ragged run of two shards.
+func TestSpillBufferReused(t *testing.T) {
+	spare.Lock()
+	saved := spare.bufs
+	spare.bufs = nil
+	spare.Unlock()
+	defer func() {
+		spare.Lock()
+		spare.bufs = saved
+		spare.Unlock()
+	}()
+	dir := t.TempDir()
+	var got []*byte // where each shard's column gathers
+	for i, first := range []int{8, 9} {
+		fw, err := Format{}.Create(filepath.Join(dir, fmt.Sprint(i, ".h5")), formats.ShardMeta{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := fw.(*writer)
+		w.budget = 4096
+		w.Expect(100)
+		for k := range 100 {
+			h := first
+			if k%2 == 1 {
+				h = 17 - first // 8 and 9 rows in turn: the column turns ragged
+			}
+			if err := w.Add(imageSample(fmt.Sprint(k), 0, h, 8, byte(k))); err != nil {
+				t.Fatal(err)
+			}
+			if k == 1 { // gathered since this sample
+				got = append(got, &(*w.cols[0].buf)[0])
+				if c := cap(*w.cols[0].buf); c > int(w.budget) {
+					t.Errorf("shard %d: a buffer of %d bytes for a budget of %d", i, c, w.budget)
+				}
+			}
+		}
+		if w.cols[0].spill == nil {
+			t.Fatalf("shard %d did not spill", i)
+		}
+		if _, err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got[1] != got[0] {
+		t.Errorf("the second shard gathers at %p, not in the first shard's buffer at %p", got[1], got[0])
+	}
+}

@@ -35,7 +35,7 @@ func (Format) Ext() string { return ".h5" }
 // already touched, and past spillAfter bytes in files beside the shard
 // (spill.go).
 func (Format) Create(path string, meta formats.ShardMeta) (formats.ShardWriter, error) {
-	return &writer{path: path, meta: meta, budget: spillAfter, tailBudget: tailAfter}, nil
+	return &writer{path: path, meta: meta, budget: spillAfter, tailBudget: tailAfter, shapeBudget: shapesAfter}, nil
 }
 
 // spare keeps the column buffers of finished shards for the next shard.
@@ -89,10 +89,10 @@ type column struct {
 	size  int     // bytes per sample while fixed
 	buf   *[]byte // gathered samples; nil while streaming or once spilled
 	spill *spill  // gathered samples once the shard's passed the budget
-	// shapes holds every sample's shape once the column turns ragged;
-	// while it is fixed, each shape is just shape.
-	shapes [][]int
-	n      int // samples added
+	// rag records the samples' shapes once the column turns ragged
+	// (shapes.go); while it is fixed, each shape is just shape.
+	rag shapeLog
+	n   int // samples added
 }
 
 type writer struct {
@@ -108,6 +108,10 @@ type writer struct {
 	// tailBudget is the bytes of labels and keys kept in memory before
 	// they spill (tailAfter).
 	tailBudget int64
+	// shapeBudget is the bytes of ragged columns' shapes kept in memory
+	// before they spill (shapesAfter); shapesHeld is what they hold.
+	shapeBudget, shapesHeld int64
+	rec                     []byte // addShape's record, reused
 }
 
 // Expect sizes the shard's buffers from the first sample: growing a
@@ -159,13 +163,12 @@ func (w *writer) Add(s *formats.Sample) error {
 		c := w.cols[i]
 		if c.fixed && !slices.Equal(f.Shape, c.shape) {
 			c.fixed = false
-			c.shapes = make([][]int, c.n, max(c.n+1, w.expect))
-			for k := range c.shapes {
-				c.shapes[k] = c.shape
-			}
+			c.rag.start(c.shape, c.n)
 		}
 		if !c.fixed {
-			c.shapes = append(c.shapes, slices.Clone(f.Shape))
+			if err := w.addShape(i, f.Shape); err != nil {
+				return err
+			}
 		}
 		if c.buf != nil {
 			*c.buf = append(*c.buf, f.Data...)
@@ -201,11 +204,14 @@ func (w *writer) fits(s *formats.Sample) bool {
 }
 
 // buffer gives c a pooled buffer with room for the shard's samples, or
-// for as many as the writer keeps in memory before it spills them.
+// for the bytes the writer keeps in memory before it spills them, which
+// no column passes (Add spills first). Asking for a sample more than
+// that made a shard whose first sample was larger than the last shard's
+// allocate a second buffer of the budget beside the pooled one.
 func (w *writer) buffer(c *column) {
 	c.buf = getBuf()
 	*c.buf = (*c.buf)[:0]
-	need := min(int64(max(w.expect, c.n+1))*int64(c.size), w.budget+int64(c.size))
+	need := min(int64(max(w.expect, c.n+1))*int64(c.size), w.budget)
 	if int64(cap(*c.buf)) < need {
 		*c.buf = make([]byte, 0, need)
 	}
@@ -304,8 +310,10 @@ func (w *writer) release() {
 			c.spill.remove()
 		}
 		c.spill = nil
+		c.rag.release()
 	}
 	w.cols = nil
+	w.shapesHeld = 0
 	w.tail.release()
 }
 
@@ -395,6 +403,14 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 		infos = append(infos, info)
 		return nil
 	}
+	// layOut creates a dataset of int64s for fill to fill.
+	layOut := func(name string, shape []int) error {
+		if err := add(name, formats.Int64, shape, nil); err != nil {
+			return err
+		}
+		infos[len(infos)-1].Size = int64(formats.Tensor{Shape: shape}.Len()) * 8
+		return nil
+	}
 	for _, c := range w.cols {
 		if err := makeGroup(f, c.name, made); err != nil {
 			return nil, err
@@ -420,7 +436,7 @@ func (w *writer) write(name string) (infos []formats.DatasetInfo, err error) {
 			}
 			continue
 		}
-		if err := w.writeRagged(c, data, add); err != nil {
+		if err := w.layOutRagged(c, data, layOut); err != nil {
 			return nil, err
 		}
 	}
@@ -474,55 +490,6 @@ func (w *writer) writeTail(f *hdf5.File, infos []formats.DatasetInfo) ([]formats
 		return nil, err
 	}
 	return infos, nil
-}
-
-// writeRagged writes a column whose samples differ in shape: the
-// elements flat (through data), element offsets (n+1) and shapes (n,
-// rank). When the samples differ in rank, shapes has as many columns as
-// the largest rank, a shorter shape is padded with -1, and ranks (n,)
-// holds each rank.
-func (w *writer) writeRagged(c *column, data func(shape []int) error, add func(string, formats.DType, []int, []byte) error) error {
-	n := len(c.shapes)
-	rank, mixed := len(c.shapes[0]), false
-	for _, s := range c.shapes {
-		mixed = mixed || len(s) != len(c.shapes[0])
-		rank = max(rank, len(s))
-	}
-	offsets := make([]int64, 0, n+1)
-	shapes := make([]int64, 0, n*rank)
-	ranks := make([]int64, 0, n)
-	var total int64
-	offsets = append(offsets, 0)
-	for _, s := range c.shapes {
-		elems := int64(1)
-		for _, d := range s {
-			elems *= int64(d)
-			shapes = append(shapes, int64(d))
-		}
-		for range rank - len(s) {
-			shapes = append(shapes, -1)
-		}
-		ranks = append(ranks, int64(len(s)))
-		total += elems
-		offsets = append(offsets, total)
-	}
-	prefix := c.name + "_"
-	if c.name == formats.DataField {
-		prefix = ""
-	}
-	if err := data([]int{int(total)}); err != nil {
-		return err
-	}
-	if err := add(prefix+"offsets", formats.Int64, []int{n + 1}, int64Bytes(offsets)); err != nil {
-		return err
-	}
-	if err := add(prefix+"shapes", formats.Int64, []int{n, rank}, int64Bytes(shapes)); err != nil {
-		return err
-	}
-	if mixed {
-		return add(prefix+"ranks", formats.Int64, []int{n}, int64Bytes(ranks))
-	}
-	return nil
 }
 
 func (w *writer) writeAttrs(f *hdf5.File) error {
@@ -713,16 +680,6 @@ func fileType(d formats.DType) (*hdf5.Datatype, error) {
 		return &c.Datatype, nil
 	}
 	return nil, fmt.Errorf("unsupported dtype %q", d)
-}
-
-func int64Bytes(v []int64) []byte {
-	b := make([]byte, 8*len(v))
-	for i, x := range v {
-		for j := 0; j < 8; j++ {
-			b[8*i+j] = byte(x >> (8 * j))
-		}
-	}
-	return b
 }
 
 var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}

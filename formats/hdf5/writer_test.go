@@ -508,3 +508,11 @@ func TestStreamCreateFails(t *testing.T) {
 		t.Errorf("two fields of one name: %v, want ErrIncompatible", err)
 	}
 }
+
+func int64Bytes(v []int64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+	}
+	return b
+}
