@@ -77,17 +77,8 @@ type imageHandler struct {
 	minSide int
 
 	bufs sync.Pool // *augment.Buffers, one per sample being augmented
-
-	mu        sync.Mutex
-	free      [][]byte // tensor bytes handed back by Recycle
-	freeBytes int
+	free bytePool  // tensor bytes handed back by Recycle
 }
-
-// maxFreeBytes bounds the memory of the tensors kept for reuse. The list
-// holds at most what the pipeline had in flight at once, which with
-// --copies K is K samples per queued input (32 inputs × 8 copies of 224²
-// RGB: 38 MB); the bound only matters for unusually large samples.
-const maxFreeBytes = 256 << 20
 
 func (h *imageHandler) Samples(ctx context.Context, in *Input, copy int, rng *rand.Rand) ([]formats.Sample, error) {
 	finish, err := h.Decode(ctx, in, copy)
@@ -178,40 +169,12 @@ func (h *imageHandler) finish(img *image.NRGBA, src augment.Source, in *Input, r
 // tensor copies img into an RGB tensor, reusing recycled bytes if any,
 // with shape's memory for its shape.
 func (h *imageHandler) tensor(img *image.NRGBA, shape []int) formats.Tensor {
-	n := img.Rect.Dx() * img.Rect.Dy() * 3
-	var data []byte
-	h.mu.Lock()
-	for k := len(h.free) - 1; k >= 0 && data == nil; k-- {
-		if cap(h.free[k]) >= n {
-			data = h.free[k][:n]
-			h.freeBytes -= cap(data)
-			h.free[k] = h.free[len(h.free)-1]
-			h.free[len(h.free)-1] = nil
-			h.free = h.free[:len(h.free)-1]
-		}
-	}
-	h.mu.Unlock()
-	if data == nil {
-		data = make([]byte, n)
-	}
-	return rgbInto(data, img, shape)
+	return rgbInto(h.free.get(img.Rect.Dx()*img.Rect.Dy()*3), img, shape)
 }
 
 // Recycle takes back the tensor bytes of samples this handler made, once
 // the shard writer has copied them.
-func (h *imageHandler) Recycle(samples []formats.Sample) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i := range samples {
-		for _, f := range samples[i].Fields {
-			if c := cap(f.Data); c > 0 && h.freeBytes+c <= maxFreeBytes {
-				h.free = append(h.free, f.Data[:0])
-				h.freeBytes += c
-			}
-		}
-		samples[i].Fields = nil
-	}
-}
+func (h *imageHandler) Recycle(samples []formats.Sample) { h.free.recycle(samples) }
 
 // RGBTensor copies an image into an (H, W, 3) uint8 tensor, dropping alpha
 // as PIL's convert("RGB") does.

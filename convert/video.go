@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"image"
@@ -42,38 +41,55 @@ type VideoOptions struct {
 // bound them with MaxFrames, Every or FPS. Frames are decoded one at a
 // time into one buffer; only the samples are kept.
 func NewVideoHandler(opt VideoOptions, aug ImageAugmenter) Handler {
-	return pathFunc(func(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
-		if opt.FPS < 0 || opt.Every < 0 || opt.Clip < 0 || opt.MaxFrames < 0 {
-			return nil, Fatal(fmt.Errorf("video options must not be negative: fps %v, every %d, clip %d, max frames %d",
-				opt.FPS, opt.Every, opt.Clip, opt.MaxFrames))
+	return &videoHandler{opt: opt, aug: aug}
+}
+
+// videoHandler is the Handler NewVideoHandler returns: a PathHandler and a
+// Recycler.
+type videoHandler struct {
+	opt  VideoOptions
+	aug  ImageAugmenter
+	free bytePool // frame bytes handed back by Recycle
+}
+
+func (*videoHandler) ReadsPath() {}
+
+// Recycle takes back the bytes of samples this handler made, once the
+// shard writer has copied them.
+func (h *videoHandler) Recycle(samples []formats.Sample) { h.free.recycle(samples) }
+
+func (h *videoHandler) Samples(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
+	opt, aug := h.opt, h.aug
+	if opt.FPS < 0 || opt.Every < 0 || opt.Clip < 0 || opt.MaxFrames < 0 {
+		return nil, Fatal(fmt.Errorf("video options must not be negative: fps %v, every %d, clip %d, max frames %d",
+			opt.FPS, opt.Every, opt.Clip, opt.MaxFrames))
+	}
+	v := videoSamples{in: in, aug: aug, rng: rng, clip: max(opt.Clip, 1), pool: &h.free}
+	if a, ok := aug.(interface{ HasImageOps() bool }); ok && !a.HasImageOps() {
+		v.aug = nil // an audio-only recipe: spare every frame the RGBA round trip
+	}
+	fo := ffmpeg.FrameOptions{FPS: opt.FPS, Every: opt.Every, MaxFrames: opt.MaxFrames}
+	if m, ok := v.aug.(interface{ MinSide() int }); ok {
+		// The recipe starts with a resize (MinSide > 0): ffmpeg shrinks
+		// each frame to that shorter side while converting it to RGB,
+		// and the recipe runs on the small frame. The pipe then carries
+		// a seventh of a 720p frame's bytes, and the resize is a copy.
+		fo.ShortSide = m.MinSide()
+	}
+	err := withLocalFile(in, func(path string) error {
+		_, _, err := ffmpeg.Frames(ctx, path, fo, v.add)
+		if err != nil && v.n == 0 && ctx.Err() == nil {
+			err = whyNoFrames(ctx, path, err)
 		}
-		v := videoSamples{in: in, aug: aug, rng: rng, clip: max(opt.Clip, 1)}
-		if a, ok := aug.(interface{ HasImageOps() bool }); ok && !a.HasImageOps() {
-			v.aug = nil // an audio-only recipe: spare every frame the RGBA round trip
-		}
-		fo := ffmpeg.FrameOptions{FPS: opt.FPS, Every: opt.Every, MaxFrames: opt.MaxFrames}
-		if m, ok := v.aug.(interface{ MinSide() int }); ok {
-			// The recipe starts with a resize (MinSide > 0): ffmpeg shrinks
-			// each frame to that shorter side while converting it to RGB,
-			// and the recipe runs on the small frame. The pipe then carries
-			// a seventh of a 720p frame's bytes, and the resize is a copy.
-			fo.ShortSide = m.MinSide()
-		}
-		err := withLocalFile(in, func(path string) error {
-			_, _, err := ffmpeg.Frames(ctx, path, fo, v.add)
-			if err != nil && v.n == 0 && ctx.Err() == nil {
-				err = whyNoFrames(ctx, path, err)
-			}
-			return err
-		})
-		if err != nil {
-			return nil, mediaError(err)
-		}
-		if len(v.samples) == 0 {
-			return nil, fmt.Errorf("%d frames decoded, fewer than one clip of %d", v.n, v.clip)
-		}
-		return v.samples, nil
+		return err
 	})
+	if err != nil {
+		return nil, mediaError(err)
+	}
+	if len(v.samples) == 0 {
+		return nil, fmt.Errorf("%d frames decoded, fewer than one clip of %d", v.n, v.clip)
+	}
+	return v.samples, nil
 }
 
 // videoSamples turns the frames of one video into samples as they arrive.
@@ -89,6 +105,7 @@ type videoSamples struct {
 	params  map[string]any  // the current clip's augmentation draws
 	data    []byte          // the current clip's pixels
 	shape   []int           // one frame's (H, W, 3) after augmentation
+	pool    *bytePool       // the samples' bytes
 	img     *image.NRGBA    // reused input to aug
 	buf     augment.Buffers // aug's resampled images, reused frame after frame
 	samples []formats.Sample
@@ -116,11 +133,11 @@ func (v *videoSamples) add(f ffmpeg.Frame) error {
 		v.params, v.shape = params, frame.Shape
 		switch {
 		case v.clip > 1:
-			v.data = make([]byte, 0, v.clip*len(frame.Data))
+			v.data = v.pool.get(v.clip * len(frame.Data))[:0]
 		case v.aug == nil:
-			v.data = bytes.Clone(frame.Data)
+			v.data = append(v.pool.get(len(frame.Data))[:0], frame.Data...)
 		default:
-			v.data = frame.Data // RGBTensor's copy
+			v.data = frame.Data // augment's copy
 		}
 	} else if !formats.SameShape(frame, formats.Tensor{DType: formats.Uint8, Shape: v.shape}) {
 		return fmt.Errorf("frame %d is %v after augmentation, frame %d was %v; frames of a clip must keep one size",
@@ -170,8 +187,13 @@ func (v *videoSamples) augment(f ffmpeg.Frame) (formats.Tensor, map[string]any) 
 		// Frames are opaque; out is v.buf's memory, which RGBTensor copies
 		// out of before the next frame.
 		out, params := b.ApplyScaled(v.img, augment.Source{Opaque: true}, rng, &v.buf)
-		return RGBTensor(out), params
+		return v.tensor(out), params
 	}
 	out, params := v.aug.Apply(v.img, rng)
-	return RGBTensor(out), params
+	return v.tensor(out), params
+}
+
+// tensor copies img into an RGB tensor in the pool's memory.
+func (v *videoSamples) tensor(img *image.NRGBA) formats.Tensor {
+	return rgbInto(v.pool.get(img.Rect.Dx()*img.Rect.Dy()*3), img, nil)
 }
