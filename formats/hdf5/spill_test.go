@@ -274,7 +274,7 @@ func TestSpillDiskFullEverywhere(t *testing.T) {
 
 // TestSpillBufferReused: a shard that spilled leaves its column buffer
 // for the next shard, which takes it also when its first sample is the
-// larger: a new buffer of the budget (64 MiB) for the few bytes between
+// larger: a new buffer of the budget (then 64 MiB) for the few bytes between
 // the two samples doubled the memory of a ragged run of two shards.
 func TestSpillBufferReused(t *testing.T) {
 	spare.Lock()
