@@ -73,7 +73,8 @@ fuzz:
 # scripts/benchphotos.py from Debian packages) with prep and with a typical
 # PIL + h5py script, with and without Image.draft; bench-audio.py converts
 # 200 real clips (out/benchaudio, by scripts/benchaudio.py) with prep and
-# with sox and ffmpeg run per file: docs/PERFORMANCE.md.
+# with sox and ffmpeg run per file; bench-video.py converts 12 videos made
+# from the photos with prep and with ffmpeg alone: docs/PERFORMANCE.md.
 bench: build
 	$(GO) test -run '^$$' -bench . -skip GCS -benchmem -benchtime 3x ./...
 	$(GO) test -run '^$$' -bench GCS -benchtime 1x ./cloudsrc/ ./convert/
@@ -83,6 +84,7 @@ bench: build
 	$(PYTHON) python/bench/bench_reader.py out/bench-reader --prep $(BIN)
 	$(PYTHON) scripts/bench-images.py --prep $(BIN)
 	$(PYTHON) scripts/bench-audio.py --prep $(BIN)
+	$(PYTHON) scripts/bench-video.py --prep $(BIN)
 
 # cross builds prep's packages for arm64 (the Graviton and Axion VM types)
 # and runs the pure-Go packages' tests there under qemu-user-static; on
