@@ -10,6 +10,7 @@ import (
 
 	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/audiodec"
+	"github.com/prep-dev/prep/formats/pcm"
 )
 
 // AudioOptions choose the PCM that audio samples hold.
@@ -39,23 +40,40 @@ func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
 		if do.Channels == 0 {
 			do.Channels = 1
 		}
-		var pcm []float32
-		err := withLocalFile(in, func(path string) (err error) {
-			pcm, _, err = audiodec.Decode(ctx, path, do)
-			return err
-		})
-		if err != nil {
-			return nil, mediaError(err)
-		}
-		var params map[string]any
-		if aug != nil {
-			params = aug.ApplyAudio(pcm, do.Channels, do.Rate, rng)
-		}
 		var t formats.Tensor
-		if opt.SampleFormat == "s16" {
-			t = s16Tensor(pcm, do.Channels)
+		var params map[string]any
+		if a, ok := aug.(interface{ HasAudioOps() bool }); ok && !a.HasAudioOps() {
+			aug = nil // an image-only recipe: nothing to do to the samples
+		}
+		if opt.SampleFormat == "s16" && aug == nil {
+			// Straight to 16 bits: a long file's float samples are never
+			// held whole (a one-hour 16 kHz file: 115 MB, not 230).
+			var pcm []int16
+			err := withLocalFile(in, func(path string) (err error) {
+				pcm, _, err = audiodec.DecodeS16(ctx, path, do)
+				return err
+			})
+			if err != nil {
+				return nil, mediaError(err)
+			}
+			t = int16Tensor(pcm, do.Channels)
 		} else {
-			t = f32Tensor(pcm, do.Channels)
+			var pcm []float32
+			err := withLocalFile(in, func(path string) (err error) {
+				pcm, _, err = audiodec.Decode(ctx, path, do)
+				return err
+			})
+			if err != nil {
+				return nil, mediaError(err)
+			}
+			if aug != nil {
+				params = aug.ApplyAudio(pcm, do.Channels, do.Rate, rng)
+			}
+			if opt.SampleFormat == "s16" {
+				t = s16Tensor(pcm, do.Channels)
+			} else {
+				t = f32Tensor(pcm, do.Channels)
+			}
 		}
 		return []formats.Sample{{
 			Key:    in.Key,
@@ -89,26 +107,31 @@ func f32Tensor(pcm []float32, channels int) formats.Tensor {
 	return formats.Tensor{DType: formats.Float32, Shape: pcmShape(len(pcm), channels), Data: b}
 }
 
-// s16Tensor converts pcm to little-endian int16 in place, into the first
-// half of pcm's memory: sample i's two bytes land at 2i, below the
-// samples not yet read. Values round half to even and clip to the int16
-// range (NaN becomes 0), as ffmpeg converts float to 16-bit samples, so
-// 16-bit sources come back bit-exact.
-func s16Tensor(pcm []float32, channels int) formats.Tensor {
-	b := pcmBytes(pcm)
-	for i, v := range pcm {
-		s := math.RoundToEven(float64(v) * 32768)
-		switch {
-		case s > math.MaxInt16:
-			s = math.MaxInt16
-		case s < math.MinInt16:
-			s = math.MinInt16
-		case s != s: // NaN
-			s = 0
-		}
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(int16(s)))
+// s16Tensor converts samples to little-endian int16 (pcm.S16) in place,
+// into the first half of their memory: sample i's two bytes land at 2i,
+// below the samples not yet read.
+func s16Tensor(samples []float32, channels int) formats.Tensor {
+	b := pcmBytes(samples)
+	for i, v := range samples {
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(pcm.S16(v)))
 	}
-	return formats.Tensor{DType: formats.Int16, Shape: pcmShape(len(pcm), channels), Data: b[: 2*len(pcm) : 2*len(pcm)]}
+	n := 2 * len(samples)
+	return formats.Tensor{DType: formats.Int16, Shape: pcmShape(len(samples), channels), Data: b[:n:n]}
+}
+
+// int16Tensor stores pcm as little-endian int16 in pcm's own memory (on a
+// little-endian CPU, where the bytes already are).
+func int16Tensor(pcm []int16, channels int) formats.Tensor {
+	var b []byte
+	if len(pcm) > 0 {
+		b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(pcm))), 2*len(pcm))
+	}
+	if !littleEndian {
+		for i, v := range pcm {
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
+		}
+	}
+	return formats.Tensor{DType: formats.Int16, Shape: pcmShape(len(pcm), channels), Data: b}
 }
 
 // pcmBytes is pcm's memory as bytes.

@@ -61,6 +61,19 @@ type source interface {
 // Decode reads the audio of the file at path and returns opt.Channels
 // interleaved channels at opt.Rate, nominally in [-1, 1].
 func Decode(ctx context.Context, path string, opt Options) ([]float32, Decoder, error) {
+	return decode(ctx, path, opt, func(v float32) float32 { return v })
+}
+
+// DecodeS16 is Decode to 16-bit samples, each pcm.S16 of Decode's: half
+// the memory of a long file's float samples while it is decoded.
+func DecodeS16(ctx context.Context, path string, opt Options) ([]int16, Decoder, error) {
+	return decode(ctx, path, opt, pcm.S16)
+}
+
+// sample is the type of the samples Decode and DecodeS16 return.
+type sample interface{ float32 | int16 }
+
+func decode[T sample](ctx context.Context, path string, opt Options, conv func(float32) T) ([]T, Decoder, error) {
 	opt, err := opt.withDefaults()
 	if err != nil {
 		return nil, "", err
@@ -97,11 +110,11 @@ func Decode(ctx context.Context, path string, opt Options) ([]float32, Decoder, 
 	case err != nil:
 		return nil, dec, err
 	default:
-		out, err := convert(src, opt)
+		out, err := convert(src, opt, conv)
 		return out, dec, err
 	}
 	f.Close()
-	var out []float32
+	var out []T
 	fo := ffmpeg.AudioOptions{}
 	if opt.Duration > 0 {
 		// Enough beyond the end for the resampling filter's taps.
@@ -115,7 +128,7 @@ func Decode(ctx context.Context, path string, opt Options) ([]float32, Decoder, 
 		if !pcm.Mixable(w.Channels, opt.Channels) {
 			return errRemix
 		}
-		out, err = convert(wavSource{w}, opt)
+		out, err = convert(wavSource{w}, opt, conv)
 		return err
 	}); err != nil {
 		if !errors.Is(err, errRemix) {
@@ -125,7 +138,7 @@ func Decode(ctx context.Context, path string, opt Options) ([]float32, Decoder, 
 		err = ffmpeg.Audio(ctx, path, fo, func(r io.Reader) error {
 			w, err := wav.NewReader(r)
 			if err == nil {
-				out, err = convert(wavSource{w}, opt)
+				out, err = convert(wavSource{w}, opt, conv)
 			}
 			return err
 		})
@@ -146,7 +159,7 @@ const block = 4096
 // and resampled. A known length sizes the result once; otherwise it grows
 // in chunks joined at the end, so the peak is twice the samples, not the
 // three times of append's doubling.
-func convert(src source, opt Options) ([]float32, error) {
+func convert[T sample](src source, opt Options, conv func(float32) T) ([]T, error) {
 	rate, channels, frames := src.format()
 	c, err := pcm.NewConverter(rate, channels, opt.Rate, opt.Channels)
 	if err != nil {
@@ -156,12 +169,12 @@ func convert(src source, opt Options) ([]float32, error) {
 	if opt.Duration > 0 {
 		want = int(math.Round(float64(opt.Rate)*opt.Duration)) * opt.Channels
 	}
-	acc := collector{limit: want}
+	acc := collector[T]{limit: want, conv: conv}
 	switch {
 	case want >= 0:
-		acc.cur = make([]float32, 0, want)
+		acc.cur = make([]T, 0, want)
 	case frames >= 0:
-		acc.cur = make([]float32, 0, c.OutFrames(frames)*int64(opt.Channels))
+		acc.cur = make([]T, 0, c.OutFrames(frames)*int64(opt.Channels))
 	}
 	in := make([]float32, block*channels)
 	var tmp []float32
@@ -196,20 +209,21 @@ func convert(src source, opt Options) ([]float32, error) {
 	return out, nil
 }
 
-// collector gathers samples, at most limit of them (-1: no limit): into
-// cur while it has room, else into chunks of a fixed size.
-type collector struct {
-	chunks [][]float32
-	cur    []float32
+// collector gathers samples, converted by conv, at most limit of them (-1:
+// no limit): into cur while it has room, else into chunks of a fixed size.
+type collector[T sample] struct {
+	chunks [][]T
+	cur    []T
 	n      int
 	limit  int
+	conv   func(float32) T
 }
 
 const chunk = 1 << 20
 
-func (a *collector) len() int { return a.n }
+func (a *collector[T]) len() int { return a.n }
 
-func (a *collector) add(s []float32) {
+func (a *collector[T]) add(s []float32) {
 	if a.limit >= 0 && len(s) > a.limit-a.n {
 		s = s[:a.limit-a.n]
 	}
@@ -219,19 +233,21 @@ func (a *collector) add(s []float32) {
 			if len(a.cur) > 0 {
 				a.chunks = append(a.chunks, a.cur)
 			}
-			a.cur = make([]float32, 0, chunk)
+			a.cur = make([]T, 0, chunk)
 		}
 		k := min(len(s), cap(a.cur)-len(a.cur))
-		a.cur = append(a.cur, s[:k]...)
+		for _, v := range s[:k] {
+			a.cur = append(a.cur, a.conv(v))
+		}
 		s = s[k:]
 	}
 }
 
-func (a *collector) join() []float32 {
+func (a *collector[T]) join() []T {
 	if len(a.chunks) == 0 {
 		return a.cur
 	}
-	out := make([]float32, 0, a.n)
+	out := make([]T, 0, a.n)
 	for _, c := range a.chunks {
 		out = append(out, c...)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prep-dev/prep/formats/pcm"
 	"github.com/prep-dev/prep/formats/wav"
 	"github.com/prep-dev/prep/internal/testenv"
 )
@@ -42,7 +43,7 @@ func encode(t *testing.T, name string, args ...string) string {
 	return out
 }
 
-func decode(t *testing.T, path string, opt Options) ([]float32, Decoder) {
+func decodeFile(t *testing.T, path string, opt Options) ([]float32, Decoder) {
 	t.Helper()
 	pcm, dec, err := Decode(context.Background(), path, opt)
 	if err != nil {
@@ -81,7 +82,7 @@ func TestDecodeSine(t *testing.T) {
 		for _, opt := range opts {
 			t.Run(fmt.Sprintf("%s/%+v", file.name, opt), func(t *testing.T) {
 				t.Parallel()
-				pcm, dec := decode(t, filepath.Join(audioDir, file.name), opt)
+				pcm, dec := decodeFile(t, filepath.Join(audioDir, file.name), opt)
 				o, _ := opt.withDefaults()
 				if dec != file.dec {
 					t.Errorf("decoded by %s, want %s", dec, file.dec)
@@ -141,7 +142,7 @@ func TestDecodeEncodings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, dec := decode(t, encode(t, tt.name, tt.args...), Options{})
+			got, dec := decodeFile(t, encode(t, tt.name, tt.args...), Options{})
 			if dec != tt.dec {
 				t.Errorf("decoded by %s, want %s", dec, tt.dec)
 			}
@@ -168,9 +169,9 @@ func TestDecodersAgree(t *testing.T) {
 		"ffmpeg": encode(t, "x.mka", "-i", src, "-map", "1:a", "-c:a", "pcm_s16le"),
 	}
 	opt := Options{Rate: 16000, Channels: 1}
-	want, _ := decode(t, src, opt)
+	want, _ := decodeFile(t, src, opt)
 	for name, path := range files {
-		got, dec := decode(t, path, opt)
+		got, dec := decodeFile(t, path, opt)
 		if dec != name || !slices.Equal(got, want) {
 			t.Errorf("%s: decoded by %s, %d samples; want the same samples as the WAV", name, dec, len(got))
 		}
@@ -194,7 +195,7 @@ func TestCloseToFFmpeg(t *testing.T) {
 	}
 	for _, tt := range tests {
 		path := filepath.Join(audioDir, tt.file)
-		got, _ := decode(t, path, Options{Rate: tt.rate, Channels: tt.ch})
+		got, _ := decodeFile(t, path, Options{Rate: tt.rate, Channels: tt.ch})
 		ref := runFFmpeg(t, "-i", path, "-ar", fmt.Sprint(tt.rate), "-ac", fmt.Sprint(tt.ch), "-f", "f32le", "-")
 		var sig, noise float64
 		n := min(len(got), len(ref)/4)
@@ -214,7 +215,7 @@ func TestCloseToFFmpeg(t *testing.T) {
 func TestDecodeRemix(t *testing.T) {
 	// 5.1 to stereo needs a downmix matrix: ffmpeg's.
 	path := encode(t, "6ch.wav", "-af", "pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0")
-	pcm, dec := decode(t, path, Options{Channels: 2})
+	pcm, dec := decodeFile(t, path, Options{Channels: 2})
 	if dec != "ffmpeg" || len(pcm) != 2*16000 {
 		t.Fatalf("decoded by %s, %d samples; want ffmpeg, %d", dec, len(pcm), 2*16000)
 	}
@@ -222,7 +223,7 @@ func TestDecodeRemix(t *testing.T) {
 		t.Errorf("%.1f Hz, want 440", hz)
 	}
 	// To mono, prep averages the channels: no clipping whatever their number.
-	mono, dec := decode(t, path, Options{})
+	mono, dec := decodeFile(t, path, Options{})
 	if dec != "wav" {
 		t.Errorf("6 channels to mono decoded by %s, want wav", dec)
 	}
@@ -261,5 +262,28 @@ func TestDecodeErrors(t *testing.T) {
 	// A duration stops before the damage: what it needs is there.
 	if _, _, err := Decode(context.Background(), filepath.Join(dir, "cut.wav"), Options{Duration: 0.1}); err != nil {
 		t.Errorf("cut.wav, first 0.1 s: %v", err)
+	}
+}
+
+// TestDecodeS16 checks that 16-bit decoding gives pcm.S16 of the float
+// samples, whichever decoder and length.
+func TestDecodeS16(t *testing.T) {
+	for _, file := range []string{"sine.wav", "sine.flac", "sine.ogg", "sine.mp3"} {
+		for _, opt := range []Options{{}, {Rate: 22050, Channels: 2, Duration: 1.5}} {
+			path := filepath.Join(audioDir, file)
+			f, _ := decodeFile(t, path, opt)
+			s, _, err := DecodeS16(context.Background(), path, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s) != len(f) {
+				t.Fatalf("%s %+v: %d samples, float gives %d", file, opt, len(s), len(f))
+			}
+			for i := range s {
+				if s[i] != pcm.S16(f[i]) {
+					t.Fatalf("%s %+v: sample %d = %d, want S16(%v) = %d", file, opt, i, s[i], f[i], pcm.S16(f[i]))
+				}
+			}
+		}
 	}
 }

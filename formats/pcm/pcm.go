@@ -333,6 +333,22 @@ func besselI0(x float64) float64 {
 	return sum
 }
 
+// S16 converts a sample in [-1, 1] to 16 bits as ffmpeg converts float to
+// 16-bit samples: v×32768 rounded half to even, clipped to the int16
+// range, NaN to 0. 16-bit sources come back bit-exact.
+func S16(v float32) int16 {
+	s := math.RoundToEven(float64(v) * 32768)
+	switch {
+	case s > math.MaxInt16:
+		return math.MaxInt16
+	case s < math.MinInt16:
+		return math.MinInt16
+	case s != s: // NaN
+		return 0
+	}
+	return int16(s)
+}
+
 func gcd(a, b int) int {
 	for b != 0 {
 		a, b = b, a%b
