@@ -204,7 +204,12 @@ func TestGCSSink(t *testing.T) {
 	srv.CreateBucket("out")
 	staging := t.TempDir()
 	ctx := context.Background()
-	sink, err := fastOpener(staging).OpenSink(ctx, "gs://out/run1")
+	// No faults here: a timeout that a loaded 2-core machine under -race
+	// can pass on a 5 MiB upload (500 ms did, 20 times in a row) tests
+	// nothing but the machine.
+	o := fastOpener(staging)
+	o.Timeout = 10 * time.Second
+	sink, err := o.OpenSink(ctx, "gs://out/run1")
 	if err != nil {
 		t.Fatal(err)
 	}
