@@ -139,46 +139,12 @@ func writeShapeBudget(t *testing.T, p string, expect int, budget, shapeBudget in
 // their infos must be equal byte for byte, their offsets, shapes and
 // ranks those of the samples, and no scratch file may stay behind.
 func TestShapeSpillSameBytes(t *testing.T) {
-	defer func(b int) { shapeBlock = b }(shapeBlock)
+	v := sideSpill{
+		what: "shapes", block: &shapeBlock, blocks: []int{1, 200, 1 << 20},
+		write: writeShapeBudget, budget: shapesAfter, total: shapeRecordBytes, check: checkShapes,
+	}
 	for name, tc := range shapeCases() {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			ref := filepath.Join(dir, "ref.h5")
-			want, spilled := writeShapeBudget(t, ref, tc.expect, spillAfter, shapesAfter, tc.samples)
-			if spilled {
-				t.Fatal("reference shard: shapes spilled")
-			}
-			wantBytes, err := os.ReadFile(ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkShapes(t, wantBytes, want, tc.samples)
-			total := shapeRecordBytes(tc.samples)
-			for _, block := range []int{1, 200, 1 << 20} {
-				shapeBlock = block
-				for _, budget := range []int64{spillAfter, 0} {
-					for _, shapeBudget := range []int64{0, total / 3, total - 1} {
-						p := filepath.Join(dir, fmt.Sprintf("b%d-%d-%d.h5", block, budget, shapeBudget))
-						got, spilled := writeShapeBudget(t, p, tc.expect, budget, shapeBudget, tc.samples)
-						if !spilled {
-							t.Errorf("shape budget %d of %d bytes: no scratch file while writing", shapeBudget, total)
-						}
-						if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, wantBytes) {
-							t.Errorf("%s: the shard differs from one whose shapes stayed in memory (%v)", filepath.Base(p), err)
-						}
-						got.File = want.File
-						if !jsonEqual(got, want) {
-							t.Errorf("%s: info %+v, want %+v", filepath.Base(p), got, want)
-						}
-					}
-				}
-			}
-			left, _ := filepath.Glob(filepath.Join(dir, "*.spill*"))
-			tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
-			if len(left)+len(tmps) > 0 {
-				t.Errorf("files left: %v %v", left, tmps)
-			}
-		})
+		t.Run(name, func(t *testing.T) { v.sameBytes(t, tc.expect, tc.samples) })
 	}
 }
 

@@ -104,46 +104,72 @@ func writeTailBudget(t *testing.T, p string, expect int, budget, tailBudget int6
 // default size: the shards and their infos must be equal byte for byte,
 // and no scratch file may stay behind.
 func TestTailSpillSameBytes(t *testing.T) {
-	defer func(b int) { keyBlock = b }(keyBlock)
+	v := sideSpill{
+		what: "labels and keys", block: &keyBlock, blocks: []int{1, 64, 1 << 20},
+		write: writeTailBudget, budget: tailAfter, total: tailBytes, check: checkTail,
+	}
 	for name, tc := range tailCases() {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			ref := filepath.Join(dir, "ref.h5")
-			want, spilled := writeTailBudget(t, ref, tc.expect, spillAfter, tailAfter, tc.samples)
-			if spilled {
-				t.Fatal("reference shard: labels and keys spilled")
-			}
-			wantBytes, err := os.ReadFile(ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkTail(t, wantBytes, want, tc.samples)
-			total := tailBytes(tc.samples)
-			for _, block := range []int{1, 64, 1 << 20} {
-				keyBlock = block
-				for _, budget := range []int64{spillAfter, 0} {
-					for _, tailBudget := range []int64{0, total / 3, total - 1} {
-						p := filepath.Join(dir, fmt.Sprintf("b%d-%d-%d.h5", block, budget, tailBudget))
-						got, spilled := writeTailBudget(t, p, tc.expect, budget, tailBudget, tc.samples)
-						if !spilled {
-							t.Errorf("tail budget %d of %d bytes: no scratch files while writing", tailBudget, total)
-						}
-						if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, wantBytes) {
-							t.Errorf("%s: the shard differs from one whose labels and keys stayed in memory (%v)", filepath.Base(p), err)
-						}
-						got.File = want.File
-						if !jsonEqual(got, want) {
-							t.Errorf("%s: info %+v, want %+v", filepath.Base(p), got, want)
-						}
-					}
+		t.Run(name, func(t *testing.T) { v.sameBytes(t, tc.expect, tc.samples) })
+	}
+}
+
+// sideSpill is one of the writer's side records that spill past their own
+// budget (labels and keys, ragged shapes), as sameBytes tests it.
+type sideSpill struct {
+	what   string
+	block  *int  // the size of the blocks Close fills the datasets in
+	blocks []int // sizes to try
+	// write writes samples to a shard at p with the given gather and side
+	// budgets and reports whether the side records spilled.
+	write  func(t *testing.T, p string, expect int, budget, side int64, samples []*formats.Sample) (formats.ShardInfo, bool)
+	budget int64                                 // the side records' default budget
+	total  func(samples []*formats.Sample) int64 // the side records' bytes
+	// check checks a shard's datasets of the side records against samples.
+	check func(t *testing.T, shard []byte, info formats.ShardInfo, samples []*formats.Sample)
+}
+
+// sameBytes writes samples with the side records in memory, checks that
+// shard, then writes them spilled at the first sample, a third of the way
+// and the last sample, with every block size and the gather budget's
+// columns in memory or spilled: every shard must have the same bytes and
+// info, and no scratch file may be left.
+func (v sideSpill) sameBytes(t *testing.T, expect int, samples []*formats.Sample) {
+	defer func(b int) { *v.block = b }(*v.block)
+	dir := t.TempDir()
+	ref := filepath.Join(dir, "ref.h5")
+	want, spilled := v.write(t, ref, expect, spillAfter, v.budget, samples)
+	if spilled {
+		t.Fatalf("reference shard: %s spilled", v.what)
+	}
+	wantBytes, err := os.ReadFile(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.check(t, wantBytes, want, samples)
+	total := v.total(samples)
+	for _, block := range v.blocks {
+		*v.block = block
+		for _, budget := range []int64{spillAfter, 0} {
+			for _, side := range []int64{0, total / 3, total - 1} {
+				p := filepath.Join(dir, fmt.Sprintf("b%d-%d-%d.h5", block, budget, side))
+				got, spilled := v.write(t, p, expect, budget, side, samples)
+				if !spilled {
+					t.Errorf("budget %d of %d bytes: %s did not spill", side, total, v.what)
+				}
+				if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, wantBytes) {
+					t.Errorf("%s: the shard differs from one whose %s stayed in memory (%v)", filepath.Base(p), v.what, err)
+				}
+				got.File = want.File
+				if !jsonEqual(got, want) {
+					t.Errorf("%s: info %+v, want %+v", filepath.Base(p), got, want)
 				}
 			}
-			left, _ := filepath.Glob(filepath.Join(dir, "*.spill*"))
-			tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
-			if len(left)+len(tmps) > 0 {
-				t.Errorf("files left: %v %v", left, tmps)
-			}
-		})
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*.spill*"))
+	tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	if len(left)+len(tmps) > 0 {
+		t.Errorf("files left: %v %v", left, tmps)
 	}
 }
 
