@@ -29,6 +29,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PEER = os.path.join(REPO, "python", "bench", "peer_audio.py")
 MAKE_SET = os.path.join(REPO, "scripts", "benchaudio.py")
@@ -51,7 +54,7 @@ def main():
     for part in ["", "wav", "flac", "ogg"]:
         src = os.path.join(a.set, part)
         files = sorted(os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs)
-        warm(files)
+        benchlib.warm(files)
         cases = build_cases(a, src, with_ffmpeg=not part)
         runs = {c["name"]: [] for c in cases}
         for r in range(a.runs):
@@ -64,31 +67,13 @@ def main():
 
 
 def print_machine(prep):
-    model, flags = "unknown", set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, val = line.partition(":")
-            if key.strip() == "model name" and model == "unknown":
-                model = val.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(val.split())
-    want = ["avx2", "fma", "avx512f", "avx512bw"]
-    print(f"cpu: {model}, {os.cpu_count()} cores; flags: "
-          + " ".join(f if f in flags else f"-{f}" for f in want))
+    print(benchlib.cpu_line(["avx2", "fma", "avx512f", "avx512bw"]))
     v = subprocess.run([prep, "version"], capture_output=True, text=True, check=True)
     print("\n".join("  " + l for l in v.stdout.splitlines()))
     for tool in ("sox", "ffmpeg"):
         r = subprocess.run([tool, "--version" if tool == "sox" else "-version"],
                            capture_output=True, text=True)
         print("  " + (r.stdout.strip().splitlines() or ["?"])[0])
-
-
-def warm(files):
-    buf = bytearray(1 << 20)
-    for p in files:
-        with open(p, "rb", buffering=0) as f:
-            while f.readinto(buf):
-                pass
 
 
 def seconds(files):

@@ -36,6 +36,9 @@ import time
 import h5py
 import PIL
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PEER = os.path.join(REPO, "python", "bench", "peer_convert.py")
 MAKE_SET = os.path.join(REPO, "scripts", "benchphotos.py")
@@ -58,7 +61,7 @@ def main():
     subprocess.run([sys.executable, MAKE_SET, "--out", a.set], check=True)
     files = photo_files(a.set)
     print_machine(a.prep)
-    warm(files)
+    benchlib.warm(files)
     cases = build_cases(a)
     os.makedirs(a.out, exist_ok=True)
     runs = {c["name"]: [] for c in cases}
@@ -79,29 +82,11 @@ def photo_files(root):
 
 
 def print_machine(prep):
-    model, flags = "unknown", set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, val = line.partition(":")
-            if key.strip() == "model name" and model == "unknown":
-                model = val.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(val.split())
-    want = ["avx2", "avx512f", "avx512bw", "avx512vl", "avx512vbmi"]
-    print(f"cpu: {model}, {os.cpu_count()} cores; flags: "
-          + " ".join(f if f in flags else f"-{f}" for f in want))
+    print(benchlib.cpu_line(["avx2", "avx512f", "avx512bw", "avx512vl", "avx512vbmi"]))
     v = subprocess.run([prep, "version"], capture_output=True, text=True, check=True)
     print("\n".join("  " + l for l in v.stdout.splitlines()))
     print(f"  peers: Python {platform.python_version()}, Pillow {PIL.__version__}, "
           f"h5py {h5py.__version__}")
-
-
-def warm(files):
-    buf = bytearray(1 << 20)
-    for p in files:
-        with open(p, "rb", buffering=0) as f:
-            while f.readinto(buf):
-                pass
 
 
 def build_cases(a):

@@ -30,6 +30,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PHOTOS = os.path.join(REPO, "out", "benchphotos")
 VERSION = 1
@@ -144,16 +147,7 @@ def count_frames(path):
 
 
 def print_machine(prep):
-    model, flags = "unknown", set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, val = line.partition(":")
-            if key.strip() == "model name" and model == "unknown":
-                model = val.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(val.split())
-    want = ["avx2", "fma", "avx512f", "avx512bw"]
-    print(f"cpu: {model}, {os.cpu_count()} cores; flags: " + " ".join(f if f in flags else f"-{f}" for f in want))
+    print(benchlib.cpu_line(["avx2", "fma", "avx512f", "avx512bw"]))
     v = subprocess.run(["ffmpeg", "-version"], capture_output=True, text=True)
     print("  " + v.stdout.splitlines()[0])
 
