@@ -99,9 +99,11 @@ func decode[T sample](ctx context.Context, path string, opt Options, conv func(f
 		src, err = newVorbis(br)
 		dec = "vorbis"
 	}
+	fo := ffmpeg.AudioOptions{}
 	if src != nil {
 		if _, ch, _ := src.format(); !pcm.Mixable(ch, opt.Channels) {
-			src = nil // 5.1 to stereo and the like: ffmpeg knows the matrices
+			// 5.1 to stereo and the like: ffmpeg knows the matrices.
+			src, fo.Channels = nil, opt.Channels
 		}
 	}
 	switch {
@@ -115,7 +117,6 @@ func decode[T sample](ctx context.Context, path string, opt Options, conv func(f
 	}
 	f.Close()
 	var out []T
-	fo := ffmpeg.AudioOptions{}
 	if opt.Duration > 0 {
 		// Enough beyond the end for the resampling filter's taps.
 		fo.Duration = opt.Duration + 1
