@@ -318,3 +318,28 @@ func TestVideoStripRefused(t *testing.T) {
 		t.Errorf("err = %v, want one with %q, not fatal", err, want)
 	}
 }
+
+// TestVideoPrescaleGeometry: ffmpeg's shrink gives the size prep's own
+// resize computes (the longer side truncated, 99×57 → 41×24, not the
+// rounded 42), so a recipe gives a video the geometry it gives an image.
+func TestVideoPrescaleGeometry(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "odd.mkv")
+	ffmpegRun(t, "-f", "lavfi", "-i", "testsrc=size=99x57:rate=5", "-frames:v", "2", "-c:v", "ffv1", path)
+	for _, text := range []string{"resize=24", "resize=24,crop=20", "resize=40x30", "resize=40x30:fit", "resize=30x40:fit"} {
+		r, err := augment.Parse(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, h, err := r.OutputSize(99, 57)
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples, err := NewVideoHandler(VideoOptions{}, r).Samples(context.Background(), &Input{Key: "odd.mkv", Path: path}, 0, rand.New(rand.NewPCG(1, 2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := samples[0].Fields[0].Shape; !slices.Equal(got, []int{h, w, 3}) {
+			t.Errorf("%s: frames %v, want %v as on an image", text, got, []int{h, w, 3})
+		}
+	}
+}

@@ -18,9 +18,9 @@ type FrameOptions struct {
 	Every     int     // keep every Nth frame (after FPS), starting with the first; 0 or 1 keeps all
 	MaxFrames int     // stop after this many frames; 0 for no limit
 	// ShortSide scales each frame down, keeping its aspect ratio, so that
-	// its shorter side is ShortSide (the longer rounded to the nearest
-	// pixel); frames already that small are left alone. 0 keeps the
-	// decoded size.
+	// its shorter side is ShortSide (the longer truncated to a whole
+	// pixel, as prep's resize does); frames already that small are left
+	// alone. 0 keeps the decoded size.
 	ShortSide int
 }
 
@@ -159,10 +159,14 @@ func ScaleFilter(short int) string {
 	if short <= 0 {
 		return "scale=flags=" + swsFlags
 	}
-	// f = min(1, short/min(iw,ih)); the longer side rounds, the shorter is
-	// short exactly (or stays, when already smaller).
-	f := fmt.Sprintf("min(1\\,%d/min(iw\\,ih))", short)
-	return fmt.Sprintf("scale=w='round(iw*%s)':h='round(ih*%s)':flags=%s", f, f, swsFlags)
+	// The shorter side becomes short, the longer trunc(long×short/shorter),
+	// multiplied before divided: exactly the size prep's resize=short
+	// computes, so on the shrunk frame that resize is a copy. Frames
+	// already that small are left alone.
+	small := fmt.Sprintf("lte(min(iw\\,ih)\\,%d)", short)
+	w := fmt.Sprintf("if(%s\\,iw\\,if(lte(iw\\,ih)\\,%d\\,trunc(iw*%d/ih)))", small, short, short)
+	h := fmt.Sprintf("if(%s\\,ih\\,if(lte(iw\\,ih)\\,trunc(ih*%d/iw)\\,%d))", small, short, short)
+	return fmt.Sprintf("scale=w='%s':h='%s':flags=%s", w, h, swsFlags)
 }
 
 // errCallback marks an error returned by the caller's function.
