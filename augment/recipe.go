@@ -382,6 +382,31 @@ func (r *Recipe) MinSide() int {
 	return 0
 }
 
+// CenterCropLead reports whether the recipe starts with resize=S and a
+// centred crop=WxH that fits in S×S (the most common evaluation recipe),
+// and returns S, W, H and the ops after them. A frame source that
+// shrinks to a shorter side of S (truncating the longer, as resize does)
+// and cuts the centred W×H window (offsets rounded half to even, as crop
+// does) may then apply rest in place of the recipe: the two ops draw
+// nothing and report nothing. ok is false when a later op is a resize or
+// a crop too, whose reported names ("crop.2") would change.
+func (r *Recipe) CenterCropLead() (short, w, h int, rest *Recipe, ok bool) {
+	if r == nil || len(r.ops) < 2 {
+		return 0, 0, 0, nil, false
+	}
+	rs, isResize := r.ops[0].(resize)
+	c, isCrop := r.ops[1].(crop)
+	if !isResize || !isCrop || rs.short <= 0 || c.random || c.w > rs.short || c.h > rs.short {
+		return 0, 0, 0, nil, false
+	}
+	for _, o := range r.ops[2:] {
+		if n := opName(o); n == "resize" || n == "crop" {
+			return 0, 0, 0, nil, false
+		}
+	}
+	return rs.short, c.w, c.h, &Recipe{ops: r.ops[2:]}, true
+}
+
 // HasImageOps reports whether the recipe has any image op.
 func (r *Recipe) HasImageOps() bool {
 	return r.has(func(o op) bool { _, ok := o.(imageOp); return ok })

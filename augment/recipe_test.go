@@ -391,3 +391,32 @@ func TestUniformBits(t *testing.T) {
 		}
 	}
 }
+
+func TestCenterCropLead(t *testing.T) {
+	tests := []struct {
+		recipe      string
+		short, w, h int
+		rest        string
+		ok          bool
+	}{
+		{"resize=256,crop=224", 256, 224, 224, "", true},
+		{"resize=256,crop=224x200,hflip=0.5,jitter=0.2", 256, 224, 200, "hflip=0.5,jitter=0.2/0/0/0", true},
+		{"resize=256,crop=256", 256, 256, 256, "", true},
+		{"resize=256,crop=224:random", 0, 0, 0, "", false}, // draws: stays here
+		{"resize=256,crop=300", 0, 0, 0, "", false},        // pads: stays here
+		{"resize=256x200,crop=100", 0, 0, 0, "", false},    // not a shorter side
+		{"hflip=0.5,resize=256,crop=224", 0, 0, 0, "", false},
+		{"resize=256,crop=224,rotate=10,crop=100", 0, 0, 0, "", false}, // "crop.2" would become "crop"
+		{"resize=256", 0, 0, 0, "", false},
+	}
+	for _, tt := range tests {
+		r, err := Parse(tt.recipe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, w, h, rest, ok := r.CenterCropLead()
+		if ok != tt.ok || short != tt.short || w != tt.w || h != tt.h || ok && rest.String() != tt.rest {
+			t.Errorf("%s: %d %dx%d %v %v, want %d %dx%d %q %v", tt.recipe, short, w, h, rest, ok, tt.short, tt.w, tt.h, tt.rest, tt.ok)
+		}
+	}
+}

@@ -69,7 +69,19 @@ func (h *videoHandler) Samples(ctx context.Context, in *Input, _ int, rng *rand.
 		v.aug = nil // an audio-only recipe: spare every frame the RGBA round trip
 	}
 	fo := ffmpeg.FrameOptions{FPS: opt.FPS, Every: opt.Every, MaxFrames: opt.MaxFrames}
-	if m, ok := v.aug.(interface{ MinSide() int }); ok {
+	if l, ok := v.aug.(centerCropLead); ok {
+		if short, w, h, rest, ok := l.CenterCropLead(); ok {
+			// resize=S,crop=WxH (centred) is ffmpeg's whole: frames come
+			// W×H, and only the ops after them run here, none at all for
+			// an evaluation recipe.
+			fo.ShortSide, fo.CropW, fo.CropH = short, w, h
+			v.aug = nil
+			if rest.HasImageOps() {
+				v.aug = rest
+			}
+		}
+	}
+	if m, ok := v.aug.(interface{ MinSide() int }); ok && fo.CropW == 0 {
 		// The recipe starts with a resize (MinSide > 0): ffmpeg shrinks
 		// each frame to that shorter side while converting it to RGB,
 		// and the recipe runs on the small frame. The pipe then carries
@@ -90,6 +102,12 @@ func (h *videoHandler) Samples(ctx context.Context, in *Input, _ int, rng *rand.
 		return nil, fmt.Errorf("%d frames decoded, fewer than one clip of %d", v.n, v.clip)
 	}
 	return v.samples, nil
+}
+
+// centerCropLead is an augmenter that can hand a leading resize and
+// centred crop to the frame source (augment.Recipe).
+type centerCropLead interface {
+	CenterCropLead() (short, w, h int, rest *augment.Recipe, ok bool)
 }
 
 // videoSamples turns the frames of one video into samples as they arrive.

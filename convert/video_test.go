@@ -137,10 +137,14 @@ func TestVideoHandlerClipAugment(t *testing.T) {
 		// A leading resize is ffmpeg's: 64×48 comes as 32×24, the recipe
 		// resizes it to itself and crops.
 		{"resize=24,crop=20:random,hflip=0.5", 24, 32, 24, []int{5, 20, 20, 3}, 3},
+		// A centred crop is ffmpeg's too (CropFilter): offsets half to
+		// even, 6.5 → 6 and 2.5 → 2 here, 7.5 → 8 and 3.5 → 4 below.
+		{"resize=24,crop=19,hflip=0.5", 24, 32, 24, []int{5, 19, 19, 3}, 1},
+		{"resize=24,crop=17", 24, 32, 24, []int{5, 17, 17, 3}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.recipe, func(t *testing.T) {
-			samples, frames := clipAugment(t, tt.recipe, tt.short, tt.w, tt.h, tt.shape)
+			samples, frames := clipAugment(t, tt.recipe, tt.short, tt.w, tt.h, tt.shape, tt.wantCrops)
 			if len(samples) != 6 || len(frames) != 30 {
 				t.Fatalf("%d clips of %d frames, want 6 of 30", len(samples), len(frames))
 			}
@@ -150,8 +154,9 @@ func TestVideoHandlerClipAugment(t *testing.T) {
 
 // clipAugment converts testsrc.mkv in clips of 5 with recipe and checks
 // each clip against ffmpeg's frames, shrunk to short (w×h), put through
-// the recipe with the clip's seeds.
-func clipAugment(t *testing.T, text string, short, w, h int, shape []int) ([]formats.Sample, [][]byte) {
+// the recipe with the clip's seeds, and that the clips drew at least
+// wantCrops distinct crops.
+func clipAugment(t *testing.T, text string, short, w, h int, shape []int, wantCrops int) ([]formats.Sample, [][]byte) {
 	recipe, err := augment.Parse(text)
 	if err != nil {
 		t.Fatal(err)
@@ -188,8 +193,8 @@ func clipAugment(t *testing.T, text string, short, w, h int, shape []int) ([]for
 			t.Errorf("%s: shape %v; pixels differ from the recipe applied with the clip's seeds", s.Key, s.Fields[0].Shape)
 		}
 	}
-	if len(crops) < 3 {
-		t.Errorf("6 clips drew only %d distinct crops", len(crops))
+	if len(crops) < wantCrops {
+		t.Errorf("6 clips drew only %d distinct crops, want %d", len(crops), wantCrops)
 	}
 	again, err := h5.Samples(context.Background(), in, 0, rand.New(rand.NewPCG(7, 8)))
 	if err != nil {
@@ -325,7 +330,7 @@ func TestVideoStripRefused(t *testing.T) {
 func TestVideoPrescaleGeometry(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "odd.mkv")
 	ffmpegRun(t, "-f", "lavfi", "-i", "testsrc=size=99x57:rate=5", "-frames:v", "2", "-c:v", "ffv1", path)
-	for _, text := range []string{"resize=24", "resize=24,crop=20", "resize=40x30", "resize=40x30:fit", "resize=30x40:fit"} {
+	for _, text := range []string{"resize=24", "resize=24,crop=20", "resize=80,crop=70", "resize=40x30", "resize=40x30:fit", "resize=30x40:fit"} {
 		r, err := augment.Parse(text)
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,11 @@ type FrameOptions struct {
 	// pixel, as prep's resize does); frames already that small are left
 	// alone. 0 keeps the decoded size.
 	ShortSide int
+	// CropW and CropH, with ShortSide, scale every frame to a shorter side
+	// of exactly ShortSide (enlarging small ones too) and cut the centred
+	// CropW×CropH window, its offsets (size-crop)/2 rounded half to even:
+	// prep's resize=ShortSide,crop=CropWxCropH. Both at most ShortSide.
+	CropW, CropH int
 }
 
 // Frame is one decoded video frame.
@@ -129,7 +134,11 @@ func frameArgs(path string, opt FrameOptions, legacy bool) []string {
 		// conversion and the pipe.
 		filters = append(filters, fmt.Sprintf(`select=not(mod(n\,%d))`, opt.Every))
 	}
-	filters = append(filters, ScaleFilter(opt.ShortSide), "format=rgb24")
+	if opt.CropW > 0 && opt.CropH > 0 {
+		filters = append(filters, CropFilter(opt.ShortSide, opt.CropW, opt.CropH))
+	} else {
+		filters = append(filters, ScaleFilter(opt.ShortSide), "format=rgb24")
+	}
 	args = append(args, "-vf", strings.Join(filters, ","))
 	if opt.MaxFrames > 0 {
 		args = append(args, "-frames:v", strconv.Itoa(opt.MaxFrames))
@@ -151,6 +160,23 @@ func frameArgs(path string, opt FrameOptions, legacy bool) []string {
 // approximations. Bilinear is a tent filter as wide as the scale factor,
 // as prep's own resampler uses.
 const swsFlags = "bilinear+accurate_rnd+full_chroma_int+bitexact"
+
+// CropFilter is the filter chain Frames uses for ShortSide short and a
+// crop of w×h: scale to a shorter side of short, up or down, convert to
+// RGB, cut the centred window.
+func CropFilter(short, w, h int) string {
+	side := func(a, b string) string { // the side a of an a×b frame
+		return fmt.Sprintf("if(lte(%s\\,%s)\\,%d\\,trunc(%s*%d/%s))", a, b, short, a, short, b)
+	}
+	// (size-crop)/2 rounded half to even: k = trunc(d/2), plus 1 when d is
+	// odd and k is.
+	off := func(size string, crop int) string {
+		d := fmt.Sprintf("(%s-%d)", size, crop)
+		return fmt.Sprintf("trunc(%s/2)+mod(%s\\,2)*mod(trunc(%s/2)\\,2)", d, d, d)
+	}
+	return fmt.Sprintf("scale=w='%s':h='%s':flags=%s,format=rgb24,crop=w=%d:h=%d:x='%s':y='%s':exact=1",
+		side("iw", "ih"), side("ih", "iw"), swsFlags, w, h, off("iw", w), off("ih", h))
+}
 
 // ScaleFilter is the scale filter Frames uses to convert each frame to
 // RGB and, with short > 0, to shrink it to a shorter side of short: the
