@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -127,7 +128,7 @@ func addConvertFlags(fl *pflag.FlagSet, f *convertFlags) {
 	fl.Float64Var(&f.audio.Duration, "duration", 0, "audio: trim or pad every file to this many seconds (0 keeps each whole)")
 	fl.StringVar(&f.audio.SampleFormat, "sample-format", "s16", "audio: s16 (16-bit PCM) or f32 (IEEE float)")
 	fl.IntVar(&f.splitAxis, "split-axis", -1, ".npy/.npz: -1 makes each file one sample, 0 makes each row along axis 0 a sample")
-	fl.StringVar(&f.maxSampleSize, "max-sample-bytes", defaultMaxSample, ".npz: skip an archive whose compressed members would inflate to more than this")
+	fl.StringVar(&f.maxSampleSize, "max-sample-bytes", defaultMaxSample, ".npz: skip an archive whose compressed members would inflate to more than this; audio: the most --duration may ask of a sample")
 	fl.StringVar(&f.maxSkipped, "max-skipped", defaultMaxSkipped, "fail the run (exit 1, after writing everything) when more than this share of its inputs is skipped; 100% never fails")
 }
 
@@ -145,7 +146,7 @@ func checkMediaFlags(f *convertFlags) error {
 		return usagef("--rate %d: want a sample rate in Hz, e.g. 16000", f.audio.Rate)
 	case f.audio.Channels < 1 || f.audio.Channels > 32:
 		return usagef("--channels %d: want 1..32", f.audio.Channels)
-	case f.audio.Duration < 0:
+	case f.audio.Duration < 0 || math.IsNaN(f.audio.Duration) || math.IsInf(f.audio.Duration, 0):
 		return usagef("--duration %g: must be 0 (whole files) or positive", f.audio.Duration)
 	case f.audio.SampleFormat != "s16" && f.audio.SampleFormat != "f32":
 		return usagef("--sample-format %q: want s16 or f32", f.audio.SampleFormat)
@@ -394,6 +395,14 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	}
 	if c.maxSampleBytes, err = parseSize(f.maxSampleSize); err != nil || c.maxSampleBytes < 1 {
 		return c, usagef("--max-sample-bytes %q: want a positive size such as 1GiB", f.maxSampleSize)
+	}
+	if d := f.audio.Duration; d > 0 {
+		// Every clip is allocated at its full length up front.
+		bytes := d * float64(f.audio.Rate) * float64(f.audio.Channels) * map[string]float64{"s16": 2, "f32": 4}[f.audio.SampleFormat]
+		if bytes > float64(c.maxSampleBytes) {
+			return c, usagef("--duration %g at %d Hz × %d channels makes every audio sample %s, over --max-sample-bytes %s: shorten it, or raise --max-sample-bytes",
+				d, f.audio.Rate, f.audio.Channels, humanBytes(int64(min(bytes, 1<<62))), f.maxSampleSize)
+		}
 	}
 	if c.maxSkipped, err = parseShare(f.maxSkipped); err != nil {
 		return c, usageError{fmt.Errorf("--max-skipped: %w", err)}
