@@ -243,10 +243,13 @@ func TestDecodeErrors(t *testing.T) {
 		}
 		return p
 	}
+	fast := bytes.Clone(wavBytes)
+	binary.LittleEndian.PutUint32(fast[24:], 4_000_000_000) // the fmt chunk's rate
 	tests := []struct {
 		path, want string
 		is         error
 	}{
+		{write("fast.wav", fast), "sample rates up to 1048576 Hz", nil},
 		{filepath.Join(audioDir, "truncated.wav"), "damaged WAV: its header ends before the audio data; re-encode or remove the file", nil},
 		{write("cut.wav", wavBytes[:len(wavBytes)/2+1]), "wav cut off", wav.ErrTruncated},
 		{write("cut.flac", flacBytes[:len(flacBytes)/2]), "FLAC cut off", nil},

@@ -26,8 +26,14 @@ const (
 	maxPhases = 1024 // phases when the rates' reduced ratio needs more
 )
 
-// MaxChannels bounds the channel counts a Converter takes.
-const MaxChannels = 64
+// Bounds on what a Converter takes: a file's header can claim anything,
+// and a filter's size grows with the ratio of the rates (a 4 GHz header
+// asked for gigabytes of coefficients).
+const (
+	MaxChannels = 64
+	MaxRate     = 1 << 20 // Hz; FLAC's header field tops out just below
+	MaxRatio    = 4096    // downsampling by more: 64K taps a side
+)
 
 // Mixable reports whether a Converter can mix in channels to out: kept
 // as they are, averaged to mono, or mono copied to every channel. Other
@@ -65,6 +71,10 @@ func NewConverter(inRate, inChannels, outRate, outChannels int) (*Converter, err
 		return nil, fmt.Errorf("pcm: sample rates must be positive, have %d and %d Hz", inRate, outRate)
 	case inChannels <= 0 || outChannels <= 0 || inChannels > MaxChannels || outChannels > MaxChannels:
 		return nil, fmt.Errorf("pcm: channel counts must be 1 to %d, have %d and %d", MaxChannels, inChannels, outChannels)
+	case inRate > MaxRate || outRate > MaxRate:
+		return nil, fmt.Errorf("pcm: sample rates up to %d Hz are supported, have %d and %d", MaxRate, inRate, outRate)
+	case inRate/outRate >= MaxRatio:
+		return nil, fmt.Errorf("pcm: cannot resample %d Hz to %d Hz: more than %d:1", inRate, outRate, MaxRatio)
 	case !Mixable(inChannels, outChannels):
 		return nil, fmt.Errorf("pcm: cannot mix %d channels to %d", inChannels, outChannels)
 	}

@@ -59,8 +59,16 @@ func TestMix(t *testing.T) {
 			t.Errorf("%d→%d channels: %v, want %v", tt.inCh, tt.outCh, got, tt.want)
 		}
 	}
-	if _, err := NewConverter(48000, 6, 16000, 2); err == nil {
-		t.Error("6 → 2 channels: no error")
+	for _, bad := range [][4]int{
+		{48000, 6, 16000, 2},         // needs a downmix matrix
+		{4_000_000_000, 1, 16000, 1}, // a damaged header's rate
+		{16000, 1, 0, 1},
+		{768000, 1, 100, 1}, // 7680:1
+		{48000, 65535, 16000, 1},
+	} {
+		if _, err := NewConverter(bad[0], bad[1], bad[2], bad[3]); err == nil {
+			t.Errorf("%d Hz × %d → %d Hz × %d: no error", bad[0], bad[1], bad[2], bad[3])
+		}
 	}
 }
 
