@@ -53,6 +53,7 @@ type Decoder string
 
 // source is a decoded stream: its format, then its samples in order.
 type source interface {
+	name() Decoder
 	format() (rate, channels int, frames int64) // frames -1: unknown
 	// read fills dst with whole interleaved frames; io.EOF after the last.
 	read(dst []float32) (int, error)
@@ -83,22 +84,7 @@ func decode[T sample](ctx context.Context, path string, opt Options, conv func(f
 		return nil, "", err
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
-	head, _ := br.Peek(64)
-	magic := head[:min(4, len(head))]
-	var src source
-	var dec Decoder
-	switch {
-	case bytes.Equal(magic, []byte("RIFF")):
-		src, err = newWAV(br)
-		dec = "wav"
-	case bytes.Equal(magic, []byte("fLaC")):
-		src, err = newFLAC(br)
-		dec = "flac"
-	case isVorbis(head):
-		src, err = newVorbis(br)
-		dec = "vorbis"
-	}
+	src, dec, err := inProcess(bufio.NewReaderSize(f, 64<<10))
 	fo := ffmpeg.AudioOptions{}
 	if src != nil {
 		if _, ch, _ := src.format(); !pcm.Mixable(ch, opt.Channels) {
@@ -112,7 +98,11 @@ func decode[T sample](ctx context.Context, path string, opt Options, conv func(f
 	case err != nil:
 		return nil, dec, err
 	default:
-		out, err := convert(src, opt, conv)
+		var size int64
+		if fi, err := f.Stat(); err == nil {
+			size = fi.Size()
+		}
+		out, err := convert(src, opt, conv, size)
 		return out, dec, err
 	}
 	f.Close()
@@ -129,7 +119,7 @@ func decode[T sample](ctx context.Context, path string, opt Options, conv func(f
 		if !pcm.Mixable(w.Channels, opt.Channels) {
 			return errRemix
 		}
-		out, err = convert(wavSource{w}, opt, conv)
+		out, err = convert(wavSource{w}, opt, conv, 0)
 		return err
 	}); err != nil {
 		if !errors.Is(err, errRemix) {
@@ -139,7 +129,7 @@ func decode[T sample](ctx context.Context, path string, opt Options, conv func(f
 		err = ffmpeg.Audio(ctx, path, fo, func(r io.Reader) error {
 			w, err := wav.NewReader(r)
 			if err == nil {
-				out, err = convert(wavSource{w}, opt, conv)
+				out, err = convert(wavSource{w}, opt, conv, 0)
 			}
 			return err
 		})
@@ -150,17 +140,68 @@ func decode[T sample](ctx context.Context, path string, opt Options, conv func(f
 	return out, "ffmpeg", nil
 }
 
+// inProcess opens r with the decoder its first bytes call for: a nil
+// source when none of this package's does.
+func inProcess(r *bufio.Reader) (src source, dec Decoder, err error) {
+	head, _ := r.Peek(64)
+	magic := head[:min(4, len(head))]
+	defer func() {
+		if p := recover(); p != nil {
+			src, err = nil, decoderPanic(dec, p)
+		}
+	}()
+	switch {
+	case bytes.Equal(magic, []byte("RIFF")):
+		src, err = newWAV(r)
+		dec = "wav"
+	case bytes.Equal(magic, []byte("fLaC")):
+		// The decoder parses the first metadata block whatever its type,
+		// and a VORBIS_COMMENT there sizes a slice from its own header:
+		// 30 bytes asked for 55 GB (found by FuzzInProcess). FLAC puts
+		// STREAMINFO (type 0, 34 bytes) first; anything else is ffmpeg's.
+		if len(head) < 8 || head[4]&0x7f != 0 || head[5] != 0 || head[6] != 0 || head[7] != 34 {
+			return nil, "", nil
+		}
+		dec = "flac"
+		src, err = newFLAC(r)
+	case isVorbis(head):
+		if whole, _ := r.Peek(r.Size()); !vorbisSetupOK(whole) {
+			return nil, "", nil // ffmpeg's libvorbis reads it with care
+		}
+		dec = "vorbis"
+		src, err = newVorbis(r)
+	}
+	return src, dec, err
+}
+
+// decoderPanic is the error for a decoder that panicked: the FLAC and
+// Vorbis decoders are others' code reading untrusted bytes, and one file
+// must not end the run.
+func decoderPanic(dec Decoder, p any) error {
+	return fmt.Errorf("damaged file: the %s decoder failed on it (%v); re-encode or remove it", dec, p)
+}
+
 // errRemix asks Decode to run ffmpeg again, mixing the channels itself.
 var errRemix = errors.New("channels need ffmpeg's downmix")
 
 // block is how many frames convert reads at a time.
 const block = 4096
 
-// convert reads src to its end (or to opt.Duration) and returns it mixed
-// and resampled. A known length sizes the result once; otherwise it grows
-// in chunks joined at the end, so the peak is twice the samples, not the
-// three times of append's doubling.
-func convert[T sample](src source, opt Options, conv func(float32) T) ([]T, error) {
+// maxIdle is how many reads in a row may give no sample before convert
+// gives up on a source.
+const maxIdle = 1 << 16
+
+// convert reads src, a file of fileSize bytes (0: a stream), to its end
+// (or to opt.Duration) and returns it mixed and resampled. A known length
+// sizes the result once; otherwise it grows in chunks joined at the end,
+// so the peak is twice the samples, not the three times of append's
+// doubling.
+func convert[T sample](src source, opt Options, conv func(float32) T, fileSize int64) (_ []T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = decoderPanic(src.name(), p)
+		}
+	}()
 	rate, channels, frames := src.format()
 	c, err := pcm.NewConverter(rate, channels, opt.Rate, opt.Channels)
 	if err != nil {
@@ -174,18 +215,28 @@ func convert[T sample](src source, opt Options, conv func(float32) T) ([]T, erro
 	switch {
 	case want >= 0:
 		acc.cur = make([]T, 0, want)
-	case frames >= 0:
-		acc.cur = make([]T, 0, c.OutFrames(frames)*int64(opt.Channels))
+	case frames >= 0 && fileSize > 0:
+		// The header's length, believed as far as the file's size allows
+		// (a 100-byte file claimed 4 GB): past 64 samples out per byte in,
+		// far beyond FLAC's ratios on sound, the result grows in chunks.
+		acc.cur = make([]T, 0, min(c.OutFrames(frames)*int64(opt.Channels), 64*fileSize))
 	}
 	in := make([]float32, block*channels)
 	var tmp []float32
 	decoded := false
+	idle := 0 // reads in a row that gave nothing
 	for want < 0 || acc.len() < want {
 		n, err := src.read(in)
 		if n > 0 {
-			decoded = true
+			decoded, idle = true, 0
 			tmp, _ = c.Write(tmp[:0], in[:n])
 			acc.add(tmp)
+		} else if err == nil {
+			if idle++; idle == maxIdle {
+				// A damaged Vorbis stream could keep its decoder busy on
+				// nothing for good.
+				return nil, fmt.Errorf("damaged file: the %s decoder made no progress after %d reads; re-encode or remove it", src.name(), idle)
+			}
 		}
 		if err == io.EOF {
 			break

@@ -253,7 +253,10 @@ func TestDecodeErrors(t *testing.T) {
 		{filepath.Join(audioDir, "truncated.wav"), "damaged WAV: its header ends before the audio data; re-encode or remove the file", nil},
 		{write("cut.wav", wavBytes[:len(wavBytes)/2+1]), "wav cut off", wav.ErrTruncated},
 		{write("cut.flac", flacBytes[:len(flacBytes)/2]), "FLAC cut off", nil},
-		{write("bad.flac", append([]byte("fLaC"), bytes.Repeat([]byte{0xff}, 100)...)), "damaged FLAC header", nil},
+		// No STREAMINFO first: ffmpeg's to judge.
+		{write("bad.flac", append([]byte("fLaC"), bytes.Repeat([]byte{0xff}, 100)...)), "not a media file ffmpeg can read", nil},
+		// STREAMINFO that says nothing sensible.
+		{write("zero.flac", append([]byte("fLaC\x80\x00\x00\x22"), make([]byte, 34)...)), "damaged FLAC header", nil},
 		{filepath.Join(audioDir, "../video/testsrc.mp4"), "matches no streams", nil},
 	}
 	for _, tt := range tests {

@@ -21,6 +21,7 @@ func newWAV(r io.Reader) (source, error) {
 	return wavSource{w}, nil
 }
 
+func (wavSource) name() Decoder                     { return "wav" }
 func (s wavSource) format() (int, int, int64)       { return s.r.Rate, s.r.Channels, s.r.Frames }
 func (s wavSource) read(dst []float32) (int, error) { return s.r.Read(dst) }
 
@@ -49,6 +50,8 @@ func newFLAC(r io.Reader) (source, error) {
 		scale:  float32(1 / float64(uint64(1)<<(info.BitsPerSample-1))),
 		frames: int64(info.NSamples)}, nil
 }
+
+func (*flacSource) name() Decoder { return "flac" }
 
 func (f *flacSource) format() (int, int, int64) {
 	frames := f.frames
@@ -115,6 +118,7 @@ func newVorbis(r io.Reader) (source, error) {
 	return vorbisSource{v}, nil
 }
 
+func (vorbisSource) name() Decoder               { return "vorbis" }
 func (s vorbisSource) format() (int, int, int64) { return s.r.SampleRate(), s.r.Channels(), -1 }
 
 func (s vorbisSource) read(dst []float32) (int, error) {

@@ -20,10 +20,11 @@ import (
 
 // Filter parameters, as libswresample's defaults.
 const (
-	halfTaps  = 16   // taps each side of the centre at a ratio of 1
-	cutoff    = 0.97 // of the lower of the two Nyquist frequencies
-	beta      = 9.0  // Kaiser window shape
-	maxPhases = 1024 // phases when the rates' reduced ratio needs more
+	halfTaps  = 16      // taps each side of the centre at a ratio of 1
+	cutoff    = 0.97    // of the lower of the two Nyquist frequencies
+	beta      = 9.0     // Kaiser window shape
+	maxPhases = 1024    // phases when the rates' reduced ratio needs more
+	maxCoefs  = 1 << 20 // coefficients of a bank, 4 MiB
 )
 
 // Bounds on what a Converter takes: a file's header can claim anything,
@@ -248,25 +249,39 @@ type filter struct {
 	coef                []float32 // phases × width, zero beyond each filter's 2×half taps
 }
 
-// filters caches banks by rate pair: a bank is a few thousand sin and
-// Bessel evaluations, and a dataset uses one or two pairs. Entries are
-// never removed; they are pure functions of their key.
-var filters sync.Map // [2]int → *filter
+// filters caches banks by rate pair: a bank is thousands of sin and
+// Bessel evaluations, and a dataset uses one or two pairs. The first
+// maxCached pairs stay (they are pure functions of their key); files at
+// other rates get a bank of their own, so a dataset of odd rates cannot
+// fill memory with them.
+var filters struct {
+	sync.Mutex
+	m map[[2]int]*filter
+}
+
+const maxCached = 16
 
 func filterFor(inRate, outRate int) *filter {
 	key := [2]int{inRate, outRate}
-	if f, ok := filters.Load(key); ok {
-		return f.(*filter)
+	filters.Lock()
+	f, ok := filters.m[key]
+	filters.Unlock()
+	if ok {
+		return f
 	}
-	f, _ := filters.LoadOrStore(key, newFilter(inRate, outRate))
-	return f.(*filter)
+	f = newFilter(inRate, outRate)
+	filters.Lock()
+	defer filters.Unlock()
+	if filters.m == nil {
+		filters.m = map[[2]int]*filter{}
+	}
+	if len(filters.m) < maxCached {
+		filters.m[key] = f
+	}
+	return f
 }
 
 func newFilter(inRate, outRate int) *filter {
-	phases := outRate / gcd(inRate, outRate)
-	if phases > maxPhases {
-		phases = maxPhases
-	}
 	// Downsampling stretches the filter: its cutoff falls with the ratio.
 	scale := 1.0
 	if outRate < inRate {
@@ -275,6 +290,11 @@ func newFilter(inRate, outRate int) *filter {
 	fc := float64(cutoff * scale)
 	half := int(math.Ceil(halfTaps / scale))
 	width := (2*half + 7) / 8 * 8
+	// One filter per phase of the reduced ratio, at most maxPhases, and
+	// fewer for the wide filters of odd steep ratios (1,048,573 Hz to 8
+	// kHz asked for 4 million coefficients): a phase is then the nearest
+	// below, off by under 1/phases of an input sample.
+	phases := min(outRate/gcd(inRate, outRate), maxPhases, max(1, maxCoefs/width))
 	f := &filter{phases: phases, width: width, half: half, coef: make([]float32, phases*width)}
 	i0beta := besselI0(beta)
 	taps := make([]float64, 2*half)
