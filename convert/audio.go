@@ -48,23 +48,15 @@ func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
 		if opt.SampleFormat == "s16" && aug == nil {
 			// Straight to 16 bits: a long file's float samples are never
 			// held whole (a one-hour 16 kHz file: 115 MB, not 230).
-			var pcm []int16
-			err := withLocalFile(in, func(path string) (err error) {
-				pcm, _, err = audiodec.DecodeS16(ctx, path, do)
-				return err
-			})
+			pcm, err := decodeAudio(ctx, in, do, audiodec.DecodeS16)
 			if err != nil {
-				return nil, mediaError(err)
+				return nil, err
 			}
 			t = int16Tensor(pcm, do.Channels)
 		} else {
-			var pcm []float32
-			err := withLocalFile(in, func(path string) (err error) {
-				pcm, _, err = audiodec.Decode(ctx, path, do)
-				return err
-			})
+			pcm, err := decodeAudio(ctx, in, do, audiodec.Decode)
 			if err != nil {
-				return nil, mediaError(err)
+				return nil, err
 			}
 			if aug != nil {
 				params = aug.ApplyAudio(pcm, do.Channels, do.Rate, rng)
@@ -84,6 +76,21 @@ func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
 			Params: params,
 		}}, nil
 	})
+}
+
+// decodeAudio decodes in's audio with dec (audiodec.Decode or DecodeS16),
+// from its path or a temporary copy of its bytes.
+func decodeAudio[T any](ctx context.Context, in *Input, opt audiodec.Options,
+	dec func(context.Context, string, audiodec.Options) ([]T, audiodec.Decoder, error)) ([]T, error) {
+	var pcm []T
+	err := withLocalFile(in, func(path string) (err error) {
+		pcm, _, err = dec(ctx, path, opt)
+		return err
+	})
+	if err != nil {
+		return nil, mediaError(err)
+	}
+	return pcm, nil
 }
 
 // pcmShape is the shape of interleaved pcm: (T,) for mono, else (T, C).
