@@ -1,8 +1,6 @@
 package hdf5
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -33,14 +31,13 @@ var shapeBlock = 1 << 20
 // counted (lead); each later one is a record of its rank and dimensions
 // as uvarints.
 type shapeLog struct {
-	lead  int    // samples before the column turned ragged
-	n     int    // shapes recorded after those
-	rank0 int    // the first sample's rank
-	rank  int    // the largest rank
-	mixed bool   // the samples differ in rank
-	elems int64  // elements of all the samples: the last offset
-	recs  []byte // the records, while in memory
-	spill *spill // the records, once the shard's passed the budget
+	lead  int     // samples before the column turned ragged
+	n     int     // shapes recorded after those
+	rank0 int     // the first sample's rank
+	rank  int     // the largest rank
+	mixed bool    // the samples differ in rank
+	elems int64   // elements of all the samples: the last offset
+	recs  records // in memory, or spilled once the shard's passed the budget
 }
 
 // start begins the log of a column whose first n samples had shape.
@@ -71,15 +68,15 @@ func (w *writer) addShape(k int, shape []int) error {
 	for _, d := range shape {
 		w.rec = binary.AppendUvarint(w.rec, uint64(d))
 	}
-	if r.spill == nil && w.shapesHeld+int64(len(w.rec)) > w.shapeBudget {
+	if !r.recs.spilled() && w.shapesHeld+int64(len(w.rec)) > w.shapeBudget {
 		if err := w.spillShapes(); err != nil {
 			return fmt.Errorf("write shard %s: %w", w.path, err)
 		}
 	}
-	if r.spill == nil {
-		r.recs = append(r.recs, w.rec...)
+	if !r.recs.spilled() {
 		w.shapesHeld += int64(len(w.rec))
-	} else if err := r.spill.write(w.rec); err != nil {
+	}
+	if err := r.recs.write(w.rec); err != nil {
 		// The shard cannot be finished after this: the caller aborts it.
 		return fmt.Errorf("write shard %s: spill %s shapes: %w", w.path, w.cols[k].name, err)
 	}
@@ -94,21 +91,15 @@ func (w *writer) addShape(k int, shape []int) error {
 // scratch file. A column that turns ragged later starts in memory again.
 func (w *writer) spillShapes() error {
 	for k, c := range w.cols {
-		r := &c.rag
-		if c.fixed || r.spill != nil {
+		r := &c.rag.recs
+		if c.fixed || r.spilled() {
 			continue
 		}
-		s, err := createSpill(w.shapeSpillName(k))
-		if err != nil {
-			return err
-		}
-		if err := s.write(r.recs); err != nil {
-			s.remove() // keep the records in memory, as before
+		held := r.held()
+		if err := r.spillTo(w.shapeSpillName(k)); err != nil {
 			return fmt.Errorf("spill %s shapes: %w", c.name, err)
 		}
-		r.spill = s
-		w.shapesHeld -= int64(len(r.recs))
-		r.recs = nil
+		w.shapesHeld -= held
 	}
 	return nil
 }
@@ -168,12 +159,9 @@ func (c *column) fillShapes(fd *os.File, infos []formats.DatasetInfo) error {
 			return err
 		}
 	}
-	var src byteReader = bytes.NewReader(r.recs)
-	if r.spill != nil {
-		if err := r.spill.w.Flush(); err != nil {
-			return fmt.Errorf("dataset %s: spill: %w", shapes.Name, err)
-		}
-		src = bufio.NewReaderSize(io.NewSectionReader(r.spill.f, 0, r.spill.n), spillBuffer)
+	src, err := r.recs.reader()
+	if err != nil {
+		return fmt.Errorf("dataset %s: spill: %w", shapes.Name, err)
 	}
 	// A block holds per rows of each dataset, as int64s.
 	per := max(1, shapeBlock/(8*(r.rank+2)))
@@ -268,8 +256,6 @@ func laidOut(infos []formats.DatasetInfo, name string, rows int64) (formats.Data
 
 // release removes the scratch file and drops the records.
 func (r *shapeLog) release() {
-	if r.spill != nil {
-		r.spill.remove()
-	}
+	r.recs.release()
 	*r = shapeLog{}
 }

@@ -113,7 +113,7 @@ func writeShapeBudget(t *testing.T, p string, expect int, budget, shapeBudget in
 		}
 		var held int64
 		for _, c := range w.cols {
-			held += int64(len(c.rag.recs))
+			held += c.rag.recs.held()
 		}
 		if held != w.shapesHeld || held > shapeBudget {
 			t.Fatalf("shape budget %d: %d bytes of shapes held, %d counted", shapeBudget, held, w.shapesHeld)
@@ -277,11 +277,11 @@ func TestShapeSpillAbort(t *testing.T) {
 			case "close":
 				_, err = w.Close()
 			case "stray byte":
-				w.cols[1].rag.spill.write([]byte{0})
+				w.cols[1].rag.recs.spill.write([]byte{0})
 				_, err = w.Close()
 				want = "more recorded"
 			case "short":
-				w.cols[0].rag.spill.n--
+				w.cols[0].rag.recs.spill.n--
 				_, err = w.Close()
 				want = "EOF"
 			}

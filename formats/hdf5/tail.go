@@ -1,8 +1,6 @@
 package hdf5
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -27,12 +25,9 @@ var keyBlock = 1 << 20
 
 // tail gathers a shard's labels and keys.
 type tail struct {
-	width  int    // the longest key, in bytes
-	labels []byte // little-endian int64s, while in memory
-	keys   []byte // each key as a uvarint length and its bytes, while in memory
-	// The scratch files, once the shard's passed the budget; they hold
-	// what labels and keys would.
-	labelSpill, keySpill *spill
+	width  int     // the longest key, in bytes
+	labels records // little-endian int64s
+	keys   records // each key as a uvarint length and its bytes
 }
 
 // tailSpillNames returns the names of the labels' and keys' scratch files:
@@ -49,24 +44,19 @@ func (w *writer) addTail(label int64, key string) error {
 	var rec [8 + binary.MaxVarintLen64]byte
 	binary.LittleEndian.PutUint64(rec[:8], uint64(label))
 	n := 8 + binary.PutUvarint(rec[8:], uint64(len(key)))
-	if t.labelSpill == nil && int64(len(t.labels)+len(t.keys)+n+len(key)) > w.tailBudget {
+	if !t.labels.spilled() && t.labels.held()+t.keys.held()+int64(n+len(key)) > w.tailBudget {
 		if err := w.spillTail(); err != nil {
 			return fmt.Errorf("write shard %s: %w", w.path, err)
 		}
 	}
-	if t.labelSpill == nil {
-		t.labels = append(t.labels, rec[:8]...)
-		t.keys = append(append(t.keys, rec[8:n]...), key...)
-		return nil
-	}
 	// The shard cannot be finished after a failed write: the caller
 	// aborts it.
-	err := t.labelSpill.write(rec[:8])
+	err := t.labels.write(rec[:8])
 	if err == nil {
-		err = t.keySpill.write(rec[8:n])
+		err = t.keys.write(rec[8:n])
 	}
 	if err == nil {
-		err = t.keySpill.writeString(key)
+		err = t.keys.writeString(key)
 	}
 	if err != nil {
 		return fmt.Errorf("write shard %s: spill keys: %w", w.path, err)
@@ -76,42 +66,21 @@ func (w *writer) addTail(label int64, key string) error {
 
 // spillTail moves the labels and keys gathered in memory to their
 // scratch files.
-func (w *writer) spillTail() (err error) {
-	t := &w.tail
-	defer func() {
-		if err != nil { // keep the records in memory, as before
-			t.removeSpills()
-		}
-	}()
+func (w *writer) spillTail() error {
 	ln, kn := w.tailSpillNames()
-	if t.labelSpill, err = createSpill(ln); err != nil {
-		return err
-	}
-	if t.keySpill, err = createSpill(kn); err != nil {
-		return err
-	}
-	if err := t.labelSpill.write(t.labels); err != nil {
+	if err := w.tail.labels.spillTo(ln); err != nil {
 		return fmt.Errorf("spill labels: %w", err)
 	}
-	if err := t.keySpill.write(t.keys); err != nil {
+	if err := w.tail.keys.spillTo(kn); err != nil {
 		return fmt.Errorf("spill keys: %w", err)
 	}
-	t.labels, t.keys = nil, nil
 	return nil
-}
-
-func (t *tail) removeSpills() {
-	for _, s := range []*spill{t.labelSpill, t.keySpill} {
-		if s != nil {
-			s.remove()
-		}
-	}
-	t.labelSpill, t.keySpill = nil, nil
 }
 
 // release removes the scratch files and drops what is held in memory.
 func (t *tail) release() {
-	t.removeSpills()
+	t.labels.release()
+	t.keys.release()
 	*t = tail{}
 }
 
@@ -136,36 +105,24 @@ func (w *writer) fillTail(fd *os.File, infos []formats.DatasetInfo) error {
 	if w.n == 0 {
 		return nil // empty datasets have no storage (offset -1)
 	}
-	var src byteReader
-	if t.labelSpill == nil {
-		if int64(len(t.labels)) != labels.Size {
-			return fmt.Errorf("dataset labels: %d bytes gathered, want %d", len(t.labels), labels.Size)
+	if got := t.labels.size(); got != labels.Size {
+		how := "gathered"
+		if t.labels.spilled() {
+			how = "spilled"
 		}
-		if _, err := fd.WriteAt(t.labels, labels.Offset); err != nil {
-			return fmt.Errorf("dataset labels: %w", err)
-		}
-		src = bytes.NewReader(t.keys)
-	} else {
-		if t.labelSpill.n != labels.Size {
-			return fmt.Errorf("dataset labels: %d bytes spilled, want %d", t.labelSpill.n, labels.Size)
-		}
-		if err := t.labelSpill.copyTo(fd, labels.Offset); err != nil {
-			return fmt.Errorf("dataset labels: copy spilled bytes: %w", err)
-		}
-		if err := t.keySpill.w.Flush(); err != nil {
-			return fmt.Errorf("dataset keys: spill: %w", err)
-		}
-		src = bufio.NewReaderSize(io.NewSectionReader(t.keySpill.f, 0, t.keySpill.n), spillBuffer)
+		return fmt.Errorf("dataset labels: %d bytes %s, want %d", got, how, labels.Size)
+	}
+	if err := t.labels.copyTo(fd, labels.Offset); err != nil {
+		return fmt.Errorf("dataset labels: %w", err)
+	}
+	src, err := t.keys.reader()
+	if err != nil {
+		return fmt.Errorf("dataset keys: spill: %w", err)
 	}
 	if err := fillKeys(fd, keys.Offset, width, w.n, src); err != nil {
 		return fmt.Errorf("dataset keys: %w", err)
 	}
 	return nil
-}
-
-type byteReader interface {
-	io.Reader
-	io.ByteReader
 }
 
 // fillKeys reads n keys from src and writes them at off in fd, each

@@ -80,7 +80,7 @@ func writeTailBudget(t *testing.T, p string, expect int, budget, tailBudget int6
 			w.Abort()
 			t.Fatal(err)
 		}
-		if held := int64(len(w.tail.labels) + len(w.tail.keys)); held > tailBudget {
+		if held := w.tail.labels.held() + w.tail.keys.held(); held > tailBudget {
 			t.Fatalf("tail budget %d: %d bytes of labels and keys held", tailBudget, held)
 		}
 	}
@@ -276,11 +276,11 @@ func TestTailSpillAbort(t *testing.T) {
 			case "close":
 				_, err = w.Close()
 			case "stray label":
-				w.tail.labelSpill.write([]byte{1})
+				w.tail.labels.spill.write([]byte{1})
 				_, err = w.Close()
 				want = "spilled"
 			case "stray key":
-				w.tail.keySpill.write([]byte{0})
+				w.tail.keys.spill.write([]byte{0})
 				_, err = w.Close()
 				want = "more gathered"
 			}
