@@ -3,17 +3,13 @@ package hdf5
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/internal/testenv"
 )
 
 // shapeCases are spillCases with a ragged column, and shards whose
@@ -285,21 +281,7 @@ func TestShapeSpillAbort(t *testing.T) {
 				_, err = w.Close()
 				want = "EOF"
 			}
-			if want != "" {
-				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
-					t.Errorf("Close: %v, want an error naming %s and saying %q", err, p, want)
-				}
-				err = nil
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			ents, _ := os.ReadDir(dir)
-			for _, e := range ents {
-				if e.Name() != filepath.Base(p) || end != "close" {
-					t.Errorf("%s left %s", end, e.Name())
-				}
-			}
+			checkEnd(t, dir, p, end, err, want)
 		})
 	}
 }
@@ -308,36 +290,10 @@ func TestShapeSpillAbort(t *testing.T) {
 // writing the shard fails with ENOSPC naming it, in Add or in Close, and
 // Abort leaves nothing behind.
 func TestShapeSpillDiskFull(t *testing.T) {
-	testenv.NeedFile(t, "/dev/full", "create it with mknod -m 666 /dev/full c 1 7")
 	for _, n := range []int{3, 30000} { // records within the spill buffer, or past it
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			dir := t.TempDir()
-			p := filepath.Join(dir, "s.h5")
-			if err := os.Symlink("/dev/full", formats.SpillName(p, 3)); err != nil { // column 0's, after the labels' and keys'
-				t.Fatal(err)
-			}
-			fw, err := Format{}.Create(p, formats.ShardMeta{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := fw.(*writer)
-			w.shapeBudget = 1
-			for i := range n {
-				if err = w.Add(imageSample(fmt.Sprint(i), 0, 1+i%2, 1, 1)); err != nil {
-					break
-				}
-			}
-			if err == nil {
-				_, err = w.Close()
-			} else {
-				w.Abort()
-			}
-			if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), p) {
-				t.Errorf("got %v, want ENOSPC naming %s", err, p)
-			}
-			if ents, _ := os.ReadDir(dir); len(ents) > 0 {
-				t.Errorf("left %v", ents)
-			}
+			writeToFullDisk(t, 3, n, func(w *writer) { w.shapeBudget = 1 },
+				func(i int) *formats.Sample { return imageSample(fmt.Sprint(i), 0, 1+i%2, 1, 1) }) // column 0's, after the labels' and keys'
 		})
 	}
 }

@@ -183,37 +183,68 @@ func TestSpillAbort(t *testing.T) {
 // buffer) or in Close (a small one still buffered), and Abort leaves
 // nothing behind.
 func TestSpillDiskFull(t *testing.T) {
-	testenv.NeedFile(t, "/dev/full", "create it with mknod -m 666 /dev/full c 1 7")
 	for _, side := range []int{8, 200} { // 192 bytes a sample, or 120 KB
 		t.Run(fmt.Sprint(side), func(t *testing.T) {
-			dir := t.TempDir()
-			p := filepath.Join(dir, "s.h5")
-			if err := os.Symlink("/dev/full", formats.SpillName(p, 0)); err != nil {
-				t.Fatal(err)
-			}
-			fw, err := Format{}.Create(p, formats.ShardMeta{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := fw.(*writer)
-			w.budget = 1
-			for i := range 3 {
-				if err = w.Add(imageSample(fmt.Sprint(i), 0, side, side+i, 1)); err != nil {
-					break
-				}
-			}
-			if err == nil {
-				_, err = w.Close()
-			} else {
-				w.Abort()
-			}
-			if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), p) {
-				t.Errorf("got %v, want ENOSPC naming %s", err, p)
-			}
-			if ents, _ := os.ReadDir(dir); len(ents) > 0 {
-				t.Errorf("left %v", ents)
-			}
+			writeToFullDisk(t, 0, 3, func(w *writer) { w.budget = 1 },
+				func(i int) *formats.Sample { return imageSample(fmt.Sprint(i), 0, side, side+i, 1) })
 		})
+	}
+}
+
+// writeToFullDisk adds n samples, sample(i), to a shard set up by setup
+// whose scratch file k is /dev/full: the shard must fail with ENOSPC
+// naming it, in Add or in Close, and Abort leave nothing behind.
+func writeToFullDisk(t *testing.T, k, n int, setup func(*writer), sample func(i int) *formats.Sample) {
+	t.Helper()
+	testenv.NeedFile(t, "/dev/full", "create it with mknod -m 666 /dev/full c 1 7")
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.h5")
+	if err := os.Symlink("/dev/full", formats.SpillName(p, k)); err != nil {
+		t.Fatal(err)
+	}
+	fw, err := Format{}.Create(p, formats.ShardMeta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := fw.(*writer)
+	setup(w)
+	for i := range n {
+		if err = w.Add(sample(i)); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		_, err = w.Close()
+	} else {
+		w.Abort()
+	}
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), p) {
+		t.Errorf("got %v, want ENOSPC naming %s", err, p)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+		t.Errorf("left %v", ents)
+	}
+}
+
+// checkEnd checks how a spilling shard ended (end: "abort", "close", or a
+// damage whose Close error must name the shard and say want): err as
+// expected, and only a closed shard left in dir, no scratch file.
+func checkEnd(t *testing.T, dir, p, end string, err error, want string) {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("Close: %v, want an error naming %s and saying %q", err, p, want)
+		}
+		err = nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Name() != filepath.Base(p) || end != "close" {
+			t.Errorf("%s left %s", end, e.Name())
+		}
 	}
 }
 
