@@ -29,22 +29,22 @@ type AudioOptions struct {
 // file: a (T,) tensor for mono, (T, C) for C > 1 channels, of float32 or
 // int16, and its Rate. The key is the input's key.
 func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
+	do := audiodec.Options{Rate: opt.Rate, Channels: opt.Channels, Duration: opt.Duration}
+	if do.Rate == 0 {
+		do.Rate = audiodec.DefaultRate
+	}
+	if do.Channels == 0 {
+		do.Channels = 1
+	}
+	if a, ok := aug.(interface{ HasAudioOps() bool }); ok && !a.HasAudioOps() {
+		aug = nil // an image-only recipe: nothing to do to the samples
+	}
 	return pathFunc(func(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
 		if opt.SampleFormat != "" && opt.SampleFormat != "f32" && opt.SampleFormat != "s16" {
 			return nil, Fatal(fmt.Errorf("audio sample format %q is not supported: use s16 or f32", opt.SampleFormat))
 		}
-		do := audiodec.Options{Rate: opt.Rate, Channels: opt.Channels, Duration: opt.Duration}
-		if do.Rate == 0 {
-			do.Rate = audiodec.DefaultRate
-		}
-		if do.Channels == 0 {
-			do.Channels = 1
-		}
 		var t formats.Tensor
 		var params map[string]any
-		if a, ok := aug.(interface{ HasAudioOps() bool }); ok && !a.HasAudioOps() {
-			aug = nil // an image-only recipe: nothing to do to the samples
-		}
 		if opt.SampleFormat == "s16" && aug == nil {
 			// Straight to 16 bits: a long file's float samples are never
 			// held whole (a one-hour 16 kHz file: 115 MB, not 230).
