@@ -62,19 +62,21 @@ type source interface {
 // Decode reads the audio of the file at path and returns opt.Channels
 // interleaved channels at opt.Rate, nominally in [-1, 1].
 func Decode(ctx context.Context, path string, opt Options) ([]float32, Decoder, error) {
-	return decode(ctx, path, opt, func(v float32) float32 { return v })
+	return decode(ctx, path, opt, func(dst, src []float32) []float32 { return append(dst, src...) })
 }
 
 // DecodeS16 is Decode to 16-bit samples, each pcm.S16 of Decode's: half
 // the memory of a long file's float samples while it is decoded.
 func DecodeS16(ctx context.Context, path string, opt Options) ([]int16, Decoder, error) {
-	return decode(ctx, path, opt, pcm.S16)
+	return decode(ctx, path, opt, pcm.AppendS16)
 }
 
 // sample is the type of the samples Decode and DecodeS16 return.
 type sample interface{ float32 | int16 }
 
-func decode[T sample](ctx context.Context, path string, opt Options, conv func(float32) T) ([]T, Decoder, error) {
+// decode is Decode and DecodeS16: conv appends float samples to a slice
+// of T.
+func decode[T sample](ctx context.Context, path string, opt Options, conv func([]T, []float32) []T) ([]T, Decoder, error) {
 	opt, err := opt.withDefaults()
 	if err != nil {
 		return nil, "", err
@@ -111,7 +113,7 @@ func decode[T sample](ctx context.Context, path string, opt Options, conv func(f
 		// Enough beyond the end for the resampling filter's taps.
 		fo.Duration = opt.Duration + 1
 	}
-	if err := ffmpeg.Audio(ctx, path, fo, func(r io.Reader) error {
+	read := func(r io.Reader) error {
 		w, err := wav.NewReader(r)
 		if err != nil {
 			return err
@@ -121,21 +123,15 @@ func decode[T sample](ctx context.Context, path string, opt Options, conv func(f
 		}
 		out, err = convert(wavSource{w}, opt, conv, 0)
 		return err
-	}); err != nil {
-		if !errors.Is(err, errRemix) {
-			return nil, "ffmpeg", err
-		}
+	}
+	err = ffmpeg.Audio(ctx, path, fo, read)
+	if errors.Is(err, errRemix) {
+		// A layout only ffmpeg mixes, seen in its stream's header.
 		fo.Channels = opt.Channels
-		err = ffmpeg.Audio(ctx, path, fo, func(r io.Reader) error {
-			w, err := wav.NewReader(r)
-			if err == nil {
-				out, err = convert(wavSource{w}, opt, conv, 0)
-			}
-			return err
-		})
-		if err != nil {
-			return nil, "ffmpeg", err
-		}
+		err = ffmpeg.Audio(ctx, path, fo, read)
+	}
+	if err != nil {
+		return nil, "ffmpeg", err
 	}
 	return out, "ffmpeg", nil
 }
@@ -196,7 +192,7 @@ const maxIdle = 1 << 16
 // sizes the result once; otherwise it grows in chunks joined at the end,
 // so the peak is twice the samples, not the three times of append's
 // doubling.
-func convert[T sample](src source, opt Options, conv func(float32) T, fileSize int64) (_ []T, err error) {
+func convert[T sample](src source, opt Options, conv func([]T, []float32) []T, fileSize int64) (_ []T, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = decoderPanic(src.name(), p)
@@ -229,7 +225,10 @@ func convert[T sample](src source, opt Options, conv func(float32) T, fileSize i
 		n, err := src.read(in)
 		if n > 0 {
 			decoded, idle = true, 0
-			tmp, _ = c.Write(tmp[:0], in[:n])
+			var werr error
+			if tmp, werr = c.Write(tmp[:0], in[:n]); werr != nil {
+				return nil, werr
+			}
 			acc.add(tmp)
 		} else if err == nil {
 			if idle++; idle == maxIdle {
@@ -268,7 +267,7 @@ type collector[T sample] struct {
 	cur    []T
 	n      int
 	limit  int
-	conv   func(float32) T
+	conv   func([]T, []float32) []T
 }
 
 const chunk = 1 << 20
@@ -288,9 +287,7 @@ func (a *collector[T]) add(s []float32) {
 			a.cur = make([]T, 0, chunk)
 		}
 		k := min(len(s), cap(a.cur)-len(a.cur))
-		for _, v := range s[:k] {
-			a.cur = append(a.cur, a.conv(v))
-		}
+		a.cur = a.conv(a.cur, s[:k])
 		s = s[k:]
 	}
 }

@@ -34,7 +34,7 @@ func FuzzInProcess(f *testing.F) {
 		if _, ch, _ := src.format(); ch > 8 {
 			return // mixing many channels is slow, not wrong
 		}
-		out, err := convert(src, opt, func(v float32) float32 { return v }, int64(len(b)))
+		out, err := convert(src, opt, func(dst, src []float32) []float32 { return append(dst, src...) }, int64(len(b)))
 		if err != nil {
 			if dec == "wav" && strings.Contains(err.Error(), "decoder failed") {
 				t.Fatalf("the WAV reader panicked: %v", err)

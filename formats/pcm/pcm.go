@@ -379,6 +379,14 @@ func S16(v float32) int16 {
 	return int16(s)
 }
 
+// AppendS16 appends S16 of each of src to dst.
+func AppendS16(dst []int16, src []float32) []int16 {
+	for _, v := range src {
+		dst = append(dst, S16(v))
+	}
+	return dst
+}
+
 func gcd(a, b int) int {
 	for b != 0 {
 		a, b = b, a%b
