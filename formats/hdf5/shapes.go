@@ -117,45 +117,36 @@ func (w *writer) layOutRagged(c *column, data func(shape []int) error, layOut fu
 	if err := data([]int{int(r.elems)}); err != nil {
 		return err
 	}
-	prefix := raggedPrefix(c)
-	if err := layOut(prefix+"offsets", []int{n + 1}); err != nil {
+	if err := layOut(companion(c.name, "_offsets"), []int{n + 1}); err != nil {
 		return err
 	}
-	if err := layOut(prefix+"shapes", []int{n, r.rank}); err != nil {
+	if err := layOut(companion(c.name, "_shapes"), []int{n, r.rank}); err != nil {
 		return err
 	}
 	if r.mixed {
-		return layOut(prefix+"ranks", []int{n})
+		return layOut(companion(c.name, "_ranks"), []int{n})
 	}
 	return nil
 }
 
-// raggedPrefix is what a ragged column's companion datasets are named
-// after: the field, or nothing for the root field "data".
-func raggedPrefix(c *column) string {
-	if c.name == formats.DataField {
-		return ""
-	}
-	return c.name + "_"
-}
 
 // fillShapes writes a ragged column's offsets, shapes and, when its
 // ranks differ, ranks into the datasets layOutRagged laid out in the
 // finished file fd, shapeBlock bytes at a time.
 func (c *column) fillShapes(fd *os.File, infos []formats.DatasetInfo) error {
 	r := &c.rag
-	n, prefix := c.n, raggedPrefix(c)
-	offsets, err := laidOut(infos, prefix+"offsets", int64(n)+1)
+	n := c.n
+	offsets, err := laidOut(infos, companion(c.name, "_offsets"), int64(n)+1)
 	if err != nil {
 		return err
 	}
-	shapes, err := laidOut(infos, prefix+"shapes", int64(n)*int64(r.rank))
+	shapes, err := laidOut(infos, companion(c.name, "_shapes"), int64(n)*int64(r.rank))
 	if err != nil {
 		return err
 	}
 	var ranks formats.DatasetInfo
 	if r.mixed {
-		if ranks, err = laidOut(infos, prefix+"ranks", int64(n)); err != nil {
+		if ranks, err = laidOut(infos, companion(c.name, "_ranks"), int64(n)); err != nil {
 			return err
 		}
 	}
