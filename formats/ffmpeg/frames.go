@@ -165,9 +165,6 @@ const swsFlags = "bilinear+accurate_rnd+full_chroma_int+bitexact"
 // crop of w×h: scale to a shorter side of short, up or down, convert to
 // RGB, cut the centred window.
 func CropFilter(short, w, h int) string {
-	side := func(a, b string) string { // the side a of an a×b frame
-		return fmt.Sprintf("if(lte(%s\\,%s)\\,%d\\,trunc(%s*%d/%s))", a, b, short, a, short, b)
-	}
 	// (size-crop)/2 rounded half to even: k = trunc(d/2), plus 1 when d is
 	// odd and k is.
 	off := func(size string, crop int) string {
@@ -175,7 +172,14 @@ func CropFilter(short, w, h int) string {
 		return fmt.Sprintf("trunc(%s/2)+mod(%s\\,2)*mod(trunc(%s/2)\\,2)", d, d, d)
 	}
 	return fmt.Sprintf("scale=w='%s':h='%s':flags=%s,format=rgb24,crop=w=%d:h=%d:x='%s':y='%s':exact=1",
-		side("iw", "ih"), side("ih", "iw"), swsFlags, w, h, off("iw", w), off("ih", h))
+		side("iw", "ih", short), side("ih", "iw", short), swsFlags, w, h, off("iw", w), off("ih", h))
+}
+
+// side is the expression for the side a of an a×b frame scaled to a
+// shorter side of short: short, or trunc(a×short/b), multiplied before
+// divided, exactly the size prep's resize=short computes.
+func side(a, b string, short int) string {
+	return fmt.Sprintf("if(lte(%s\\,%s)\\,%d\\,trunc(%s*%d/%s))", a, b, short, a, short, b)
 }
 
 // ScaleFilter is the scale filter Frames uses to convert each frame to
@@ -185,13 +189,11 @@ func ScaleFilter(short int) string {
 	if short <= 0 {
 		return "scale=flags=" + swsFlags
 	}
-	// The shorter side becomes short, the longer trunc(long×short/shorter),
-	// multiplied before divided: exactly the size prep's resize=short
-	// computes, so on the shrunk frame that resize is a copy. Frames
-	// already that small are left alone.
+	// Frames already that small are left alone; on the shrunk ones the
+	// resize is a copy.
 	small := fmt.Sprintf("lte(min(iw\\,ih)\\,%d)", short)
-	w := fmt.Sprintf("if(%s\\,iw\\,if(lte(iw\\,ih)\\,%d\\,trunc(iw*%d/ih)))", small, short, short)
-	h := fmt.Sprintf("if(%s\\,ih\\,if(lte(iw\\,ih)\\,trunc(ih*%d/iw)\\,%d))", small, short, short)
+	w := fmt.Sprintf("if(%s\\,iw\\,%s)", small, side("iw", "ih", short))
+	h := fmt.Sprintf("if(%s\\,ih\\,%s)", small, side("ih", "iw", short))
 	return fmt.Sprintf("scale=w='%s':h='%s':flags=%s", w, h, swsFlags)
 }
 
