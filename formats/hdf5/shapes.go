@@ -129,7 +129,6 @@ func (w *writer) layOutRagged(c *column, data func(shape []int) error, layOut fu
 	return nil
 }
 
-
 // fillShapes writes a ragged column's offsets, shapes and, when its
 // ranks differ, ranks into the datasets layOutRagged laid out in the
 // finished file fd, shapeBlock bytes at a time.
