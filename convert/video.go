@@ -88,6 +88,11 @@ func (h *videoHandler) Samples(ctx context.Context, in *Input, _ int, rng *rand.
 		// a seventh of a 720p frame's bytes, and the resize is a copy.
 		fo.ShortSide = m.MinSide()
 	}
+	if v.aug == nil && v.clip == 1 {
+		// Frames go to the shard as ffmpeg made them: each is read
+		// straight into its sample's bytes.
+		fo.Buffer, v.owned = v.pool.get, true
+	}
 	err := withLocalFile(in, func(path string) error {
 		_, _, err := ffmpeg.Frames(ctx, path, fo, v.add)
 		if err != nil && v.n == 0 && ctx.Err() == nil {
@@ -116,6 +121,9 @@ type videoSamples struct {
 	aug  ImageAugmenter
 	rng  *rand.Rand
 	clip int
+	// owned: frames' RGB are the pool's bytes, given to ffmpeg.Frames as
+	// FrameOptions.Buffer, and become samples as they are.
+	owned bool
 
 	n       int // frames seen
 	s1, s2  uint64
@@ -129,7 +137,7 @@ type videoSamples struct {
 	samples []formats.Sample
 }
 
-// add takes one frame; f.RGB is ffmpeg's reused buffer.
+// add takes one frame; f.RGB is ffmpeg's reused buffer unless v.owned.
 func (v *videoSamples) add(f ffmpeg.Frame) error {
 	index := f.Index
 	pos := v.n % v.clip
@@ -152,6 +160,8 @@ func (v *videoSamples) add(f ffmpeg.Frame) error {
 		switch {
 		case v.clip > 1:
 			v.data = v.pool.get(v.clip * len(frame.Data))[:0]
+		case v.owned:
+			v.data = frame.Data
 		case v.aug == nil:
 			v.data = append(v.pool.get(len(frame.Data))[:0], frame.Data...)
 		default:

@@ -173,6 +173,33 @@ func TestFramesPixels(t *testing.T) {
 	}
 }
 
+// TestFramesBuffer reads frames into the caller's buffers: the same bytes
+// as into Frames' own, each frame in the buffer Buffer gave for it.
+func TestFramesBuffer(t *testing.T) {
+	path := filepath.Join(videoDir, "testsrc.mkv")
+	opt := FrameOptions{Every: 2, ShortSide: 32}
+	_, _, wantIdx, want := collect(t, path, opt)
+	var given, got [][]byte
+	opt.Buffer = func(n int) []byte {
+		b := make([]byte, n, n+7)
+		given = append(given, b)
+		return b
+	}
+	_, _, err := Frames(context.Background(), path, opt, func(f Frame) error {
+		if len(given) == 0 || &f.RGB[0] != &given[len(given)-1][0] || len(f.RGB) != f.Width*f.Height*3 {
+			t.Fatalf("frame %d is not in the last buffer Buffer gave", f.Index)
+		}
+		got = append(got, f.RGB) // kept without a copy: the buffer is ours
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(wantIdx) || !slices.EqualFunc(got, want, bytes.Equal) {
+		t.Errorf("%d frames through Buffer, %d without; or their bytes differ", len(got), len(wantIdx))
+	}
+}
+
 // TestFramesExactPixels decodes a lossless RGB video made from known
 // frames, so every byte must come back whatever ffmpeg's conversions do.
 func TestFramesExactPixels(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -27,6 +28,10 @@ type FrameOptions struct {
 	// CropW×CropH window, its offsets (size-crop)/2 rounded half to even:
 	// prep's resize=ShortSide,crop=CropWxCropH. Both at most ShortSide.
 	CropW, CropH int
+	// Buffer, when set, gives the memory each frame is read into, n
+	// bytes: the frame's RGB is then the caller's to keep, and no copy
+	// is needed. Without it, one buffer is reused for every frame.
+	Buffer func(n int) []byte
 }
 
 // Frame is one decoded video frame.
@@ -35,8 +40,8 @@ type Frame struct {
 	// with Every 5 the frames are 0, 5, 10, ...
 	Index         int
 	Width, Height int
-	// RGB holds Height rows of Width×3 bytes. It is reused for the next
-	// frame: copy what you keep.
+	// RGB holds Height rows of Width×3 bytes. Unless FrameOptions.Buffer
+	// gave it, it is reused for the next frame: copy what you keep.
 	RGB []byte
 }
 
@@ -81,6 +86,9 @@ func frames(ctx context.Context, path string, opt FrameOptions, fn func(Frame) e
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return 0, 0, fmt.Errorf("ffmpeg %s: %w", path, err)
+	}
+	if f, ok := stdout.(*os.File); ok {
+		widenPipe(f)
 	}
 	if err := cmd.Start(); err != nil {
 		return 0, 0, fmt.Errorf("ffmpeg %s: %w", path, err)
@@ -225,11 +233,16 @@ func (fr *frameReader) each(ctx context.Context, opt FrameOptions, fn func(Frame
 		if err != nil {
 			return n, fmt.Errorf("frame %d: %w", n, err)
 		}
-		if fr.buf == nil {
+		if fr.w == 0 {
 			fr.w, fr.h = w, h
-			fr.buf = make([]byte, w*h*3)
 		} else if w != fr.w || h != fr.h {
 			return n, fmt.Errorf("frame %d is %dx%d, the first frame was %dx%d; frames of one video must have one size", n, w, h, fr.w, fr.h)
+		}
+		switch {
+		case opt.Buffer != nil:
+			fr.buf = opt.Buffer(w * h * 3)
+		case fr.buf == nil:
+			fr.buf = make([]byte, w*h*3)
 		}
 		if _, err := io.ReadFull(fr.r, fr.buf); err != nil {
 			return n, fmt.Errorf("frame %d: %w", n, noEOF(err))
