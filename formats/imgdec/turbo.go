@@ -18,13 +18,18 @@ package imgdec
 
 // prep_tune_malloc keeps libjpeg's large buffers (a progressive JPEG's
 // whole-image coefficients: 31 MB for a 4000x2600 photo) on the heap
-// rather than in fresh mmap'd pages per image, which glibc maps and zeroes
-// above its 128 KiB threshold and unmaps on free: page faults were a
-// sixth of a real-photo run's CPU (docs/PERFORMANCE.md).
-static void prep_tune_malloc(void) {
+// rather than in fresh pages per image, which the kernel faults in and
+// zeroes: page faults were a sixth of a real-photo run's CPU
+// (docs/PERFORMANCE.md). Blocks above glibc's 128 KiB threshold were
+// mmap'd and unmapped on free; with a higher threshold they went to the
+// per-thread arenas, whose 64 MiB heaps glibc unmaps as soon as they are
+// empty, so all threads share the main heap. A constructor, because a
+// thread that has malloc'd keeps its arena: Go's init runs too late.
+__attribute__((constructor)) static void prep_tune_malloc(void) {
 #if defined(__GLIBC__)
 	mallopt(M_MMAP_THRESHOLD, 64 << 20);
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
+	mallopt(M_ARENA_MAX, 1);
 #endif
 }
 
@@ -127,8 +132,6 @@ import (
 	"sync"
 	"unsafe"
 )
-
-func init() { C.prep_tune_malloc() }
 
 const turboBuiltIn = true
 
