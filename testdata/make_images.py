@@ -4,6 +4,7 @@
 Run with Debian's python3 (python3-pil, python3-numpy) from the repository root:
 
     /usr/bin/python3 testdata/make_images.py SKIMAGE_DATA_DIR
+    /usr/bin/python3 testdata/make_images.py --progressive   (testdata/progressive only)
 
 SKIMAGE_DATA_DIR is skimage/data from Debian's python3-skimage package (0.19.3-8):
     apt-get download python3-skimage && dpkg-deb -x python3-skimage_*.deb x
@@ -155,11 +156,28 @@ def make_edge(sk):
     write_png(e("huge_header.png"), 30000, 20000, 8, 0, [b"\x00"])
 
 
+def make_progressive():
+    """Progressive JPEGs of every component layout, from a committed photo:
+    a decode at 1/8 scale drops the AC scans it does not read (imgdec)."""
+    out = os.path.join(ROOT, "progressive")
+    os.makedirs(out, exist_ok=True)
+    im = Image.open(os.path.join(IMAGES, "science", "retina.jpg")).convert("RGB").resize((328, 248), Image.LANCZOS)
+    im.save(os.path.join(out, "rgb420.jpg"), quality=90, progressive=True, subsampling=2)
+    im.save(os.path.join(out, "rgb422.jpg"), quality=90, progressive=True, subsampling=1)
+    im.save(os.path.join(out, "rgb444.jpg"), quality=90, progressive=True, subsampling=0)
+    im.convert("L").save(os.path.join(out, "grey.jpg"), quality=90, progressive=True)
+    im.convert("CMYK").save(os.path.join(out, "cmyk.jpg"), quality=90, progressive=True)
+
+
 def main():
+    if sys.argv[1:] == ["--progressive"]:
+        make_progressive()
+        return
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     make_photos(sys.argv[1])
     make_edge(sys.argv[1])
+    make_progressive()
 
 
 if __name__ == "__main__":

@@ -42,7 +42,29 @@ struct prep_err {
 	char msg[JMSG_LENGTH_MAX];
 	char *warn; // the first warning, for the caller
 	int warnlen;
+	// The components whose AC scans come without their data (dropACScans):
+	// the warnings of those scans are expected.
+	const unsigned char *empty_ac;
+	int n_empty_ac;
 };
+
+// prep_in_empty_scan reports whether c is reading an AC scan that
+// dropACScans emptied.
+static int prep_in_empty_scan(j_common_ptr c, struct prep_err *e) {
+	if (e->n_empty_ac == 0 || c->is_decompressor == FALSE) {
+		return 0;
+	}
+	j_decompress_ptr d = (j_decompress_ptr)c;
+	if (d->comps_in_scan != 1 || d->Ss == 0 || d->cur_comp_info[0] == NULL) {
+		return 0;
+	}
+	for (int i = 0; i < e->n_empty_ac; i++) {
+		if (d->cur_comp_info[0]->component_id == e->empty_ac[i]) {
+			return 1;
+		}
+	}
+	return 0;
+}
 
 static void prep_error_exit(j_common_ptr c) {
 	struct prep_err *e = (struct prep_err *)c->err;
@@ -62,6 +84,9 @@ static void prep_emit_message(j_common_ptr c, int level) {
 		e->truncated = 1;
 		prep_error_exit(c);
 	}
+	if (prep_in_empty_scan(c, e)) {
+		return;
+	}
 	if (e->warn[0] == 0) {
 		char buf[JMSG_LENGTH_MAX];
 		(*c->err->format_message)(c, buf);
@@ -69,9 +94,49 @@ static void prep_emit_message(j_common_ptr c, int level) {
 	}
 }
 
+// prep_dc_only writes to ids (MAX_COMPONENTS bytes) the IDs of the
+// components of a progressive JPEG whose inverse DCT at scale num/8 is
+// 1×1, so that the decode reads only their DC coefficients, and returns
+// how many; 0 for a sequential JPEG or one whose header libjpeg refuses
+// (prep_decode then reports why).
+static int prep_dc_only(const unsigned char *data, unsigned long size, int num, unsigned char *ids) {
+	struct jpeg_decompress_struct d;
+	struct prep_err e;
+	char warn[1];
+	d.err = jpeg_std_error(&e.pub);
+	e.pub.error_exit = prep_error_exit;
+	e.pub.emit_message = prep_emit_message;
+	e.warn = warn;
+	e.warnlen = sizeof warn;
+	e.n_empty_ac = 0;
+	warn[0] = 0;
+	if (setjmp(e.jump)) {
+		jpeg_destroy_decompress(&d);
+		return 0;
+	}
+	jpeg_create_decompress(&d);
+	jpeg_mem_src(&d, data, size);
+	jpeg_read_header(&d, TRUE);
+	int n = 0;
+	if (d.progressive_mode) {
+		d.scale_num = num;
+		d.scale_denom = 8;
+		jpeg_calc_output_dimensions(&d);
+		for (int ci = 0; ci < d.num_components && ci < MAX_COMPONENTS; ci++) {
+			if (d.comp_info[ci].DCT_scaled_size == 1) {
+				ids[n++] = (unsigned char)d.comp_info[ci].component_id;
+			}
+		}
+	}
+	jpeg_destroy_decompress(&d);
+	return n;
+}
+
 // prep_decode decodes a JPEG scaled by num/8 straight into RGBA rows of
 // stride bytes in out, which must hold exactly want_w × want_h pixels.
+// empty_ac lists n_empty_ac components whose AC scans dropACScans emptied.
 static int prep_decode(const unsigned char *data, unsigned long size, int num,
+		const unsigned char *empty_ac, int n_empty_ac,
 		unsigned char *out, int stride, int want_w, int want_h, char *msg, char *warn, int msglen) {
 	struct jpeg_decompress_struct d;
 	struct prep_err e;
@@ -82,6 +147,8 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num,
 	e.msg[0] = 0;
 	e.warn = warn;
 	e.warnlen = msglen;
+	e.empty_ac = empty_ac;
+	e.n_empty_ac = n_empty_ac;
 	warn[0] = 0;
 	if (setjmp(e.jump)) {
 		snprintf(msg, msglen, "%s", e.msg);
@@ -188,7 +255,37 @@ func scaleFor(w, h, minSide int, gap float64) int {
 	return 8
 }
 
-type turboMsgs struct{ msg, warn [200]C.char }
+// scanPool holds the buffers dcScans copies JPEGs into, so that large
+// ones do not fault in fresh pages per image.
+var scanPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// dcScans returns, for a progressive JPEG to be decoded at 1/8 scale, a
+// copy of data without the AC scan data the decode would not use
+// (dropACScans), in a buffer to hand back to scanPool, and writes the n
+// components concerned to ids; ok is false when there is nothing to drop
+// or data is not well-formed enough to drop it.
+func dcScans(data []byte, ids *componentIDs) (buf *[]byte, n int, ok bool) {
+	n = int(C.prep_dc_only((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), 1, (*C.uchar)(unsafe.Pointer(&ids[0]))))
+	if n == 0 {
+		return nil, 0, false
+	}
+	buf = scanPool.Get().(*[]byte)
+	out, ok := dropACScans((*buf)[:0], data, ids[:n])
+	*buf = out
+	if !ok || len(out) == len(data) {
+		scanPool.Put(buf)
+		return nil, 0, false
+	}
+	return buf, n, true
+}
+
+// componentIDs holds JPEG component IDs, as many as a frame can have.
+type componentIDs [C.MAX_COMPONENTS]byte
+
+type turboMsgs struct {
+	msg, warn [200]C.char
+	ids       componentIDs // dcScans' components
+}
 
 var msgPool = sync.Pool{New: func() any { return new(turboMsgs) }}
 
@@ -198,6 +295,12 @@ func decodeTurbo(data []byte, cfg image.Config, minSide int, gap float64) (*imag
 
 // decodeTurboAt decodes at the DCT scale num/8 (1..8), returning num.
 func decodeTurboAt(data []byte, cfg image.Config, num int) (*image.NRGBA, int, string, error) {
+	return decodeTurboScans(data, cfg, num, true)
+}
+
+// decodeTurboScans is decodeTurboAt; with dropScans false it reads every
+// scan of a progressive JPEG at 1/8 scale too (dcScans).
+func decodeTurboScans(data []byte, cfg image.Config, num int, dropScans bool) (*image.NRGBA, int, string, error) {
 	// libjpeg rounds scaled sizes up (jdiv_round_up).
 	w, h := scaledSize(cfg.Width, num), scaledSize(cfg.Height, num)
 	img := newNRGBA(w, h)
@@ -206,7 +309,15 @@ func decodeTurboAt(data []byte, cfg image.Config, num int) (*image.NRGBA, int, s
 	m := msgPool.Get().(*turboMsgs)
 	defer msgPool.Put(m)
 	msg, warn := &m.msg, &m.warn
-	rc := C.prep_decode((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(num),
+	src, empty := data, 0
+	if num == 1 && dropScans {
+		if s, n, ok := dcScans(data, &m.ids); ok {
+			defer scanPool.Put(s)
+			src, empty = *s, n
+		}
+	}
+	rc := C.prep_decode((*C.uchar)(unsafe.Pointer(&src[0])), C.ulong(len(src)), C.int(num),
+		(*C.uchar)(unsafe.Pointer(&m.ids[0])), C.int(empty),
 		(*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(w), C.int(h),
 		&msg[0], &warn[0], C.int(len(msg)))
 	switch rc {
