@@ -33,58 +33,27 @@ const streamSize = math.MaxUint32
 
 // NewReader reads r's header up to the first sample.
 func NewReader(r io.Reader) (*Reader, error) {
-	var hdr [12]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, fmt.Errorf("wav header: %w", unexpected(err))
+	f, n, err := readHeader(r)
+	if err != nil {
+		return nil, err
 	}
-	if string(hdr[:4]) != "RIFF" || string(hdr[8:12]) != "WAVE" {
-		return nil, errors.New("not a RIFF/WAVE file")
+	switch {
+	case f.tag == formatPCM && (f.bits == 8 || f.bits == 16 || f.bits == 24 || f.bits == 32),
+		f.tag == formatIEEEFloat && (f.bits == 32 || f.bits == 64):
+	default:
+		return nil, fmt.Errorf("%w: format %d with %d bits per sample; convert it to PCM or IEEE float", ErrUnsupported, f.tag, f.bits)
 	}
-	w := &Reader{r: r}
-	haveFmt := false
-	for {
-		var ch [8]byte
-		if _, err := io.ReadFull(r, ch[:]); err != nil {
-			return nil, errNoData
-		}
-		id, n := string(ch[:4]), int64(binary.LittleEndian.Uint32(ch[4:]))
-		switch id {
-		case "fmt ":
-			if n < 16 || n > 64 {
-				return nil, fmt.Errorf("wav fmt chunk of %d bytes", n)
-			}
-			b := make([]byte, n+n&1)
-			if _, err := io.ReadFull(r, b); err != nil {
-				return nil, fmt.Errorf("wav fmt chunk: %w", unexpected(err))
-			}
-			if err := w.parseFmt(b[:n]); err != nil {
-				return nil, err
-			}
-			haveFmt = true
-		case "data":
-			if !haveFmt {
-				return nil, errors.New("wav data chunk before fmt chunk")
-			}
-			w.frameB = w.bytes * w.Channels
-			w.left, w.Frames = n, n/int64(w.frameB)
-			if n == streamSize {
-				w.left, w.Frames = -1, -1
-			} else if n%int64(w.frameB) != 0 {
-				return nil, fmt.Errorf("wav data of %d bytes is not whole frames of %d bytes", n, w.frameB)
-			}
-			w.buf = make([]byte, 0, 64<<10/w.frameB*w.frameB+w.frameB)
-			return w, nil
-		default:
-			if _, err := io.CopyN(io.Discard, r, n+n&1); err != nil {
-				return nil, errNoData
-			}
-		}
+	w := &Reader{Rate: f.rate, Channels: f.channels, r: r, tag: f.tag, bytes: f.bits / 8}
+	w.frameB = w.bytes * w.Channels
+	w.left, w.Frames = n, n/int64(w.frameB)
+	if n == streamSize {
+		w.left, w.Frames = -1, -1
+	} else if n%int64(w.frameB) != 0 {
+		return nil, fmt.Errorf("wav data of %d bytes is not whole frames of %d bytes", n, w.frameB)
 	}
+	w.buf = make([]byte, 0, 64<<10/w.frameB*w.frameB+w.frameB)
+	return w, nil
 }
-
-// errNoData is a header that ends before the samples: prep's words for
-// what ffmpeg calls "no 'data' tag found".
-var errNoData = errors.New("damaged WAV: its header ends before the audio data; re-encode or remove the file")
 
 // ErrUnsupported is a WAVE encoding Reader does not decode (μ-law,
 // ADPCM, ...).
@@ -92,31 +61,6 @@ var ErrUnsupported = errors.New("wav encoding not supported")
 
 // ErrTruncated is a data chunk that ends before its size says.
 var ErrTruncated = errors.New("wav cut off: the file ends before the audio data its header announces")
-
-func (w *Reader) parseFmt(b []byte) error {
-	le := binary.LittleEndian
-	tag := le.Uint16(b[0:])
-	w.Channels = int(le.Uint16(b[2:]))
-	w.Rate = int(le.Uint32(b[4:]))
-	bits := int(le.Uint16(b[14:]))
-	if tag == formatExtensible {
-		if len(b) < 40 || string(b[26:40]) != string(extensibleTail) {
-			return errors.New("wav WAVE_FORMAT_EXTENSIBLE with an unknown sub-format")
-		}
-		tag = le.Uint16(b[24:])
-	}
-	switch {
-	case w.Channels == 0:
-		return errors.New("wav with zero channels")
-	case w.Rate == 0:
-		return errors.New("wav with a sample rate of 0 Hz: the fmt chunk is damaged")
-	case tag == formatPCM && (bits == 8 || bits == 16 || bits == 24 || bits == 32),
-		tag == formatIEEEFloat && (bits == 32 || bits == 64):
-		w.tag, w.bytes = tag, bits/8
-		return nil
-	}
-	return fmt.Errorf("%w: format %d with %d bits per sample; convert it to PCM or IEEE float", ErrUnsupported, tag, bits)
-}
 
 // Read fills dst with whole frames of interleaved samples, nominally in
 // [-1, 1], and returns how many samples it wrote; io.EOF after the last.

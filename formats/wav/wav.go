@@ -143,62 +143,28 @@ func Encode(w io.Writer, t formats.Tensor, rate int) error {
 // channels), mono included, with the sample rate.
 func Decode(r io.Reader) (formats.Tensor, int, error) {
 	var t formats.Tensor
-	var hdr [12]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return t, 0, fmt.Errorf("wav header: %w", unexpected(err))
+	f, n, err := readHeader(r)
+	if err != nil {
+		return t, 0, err
 	}
-	if string(hdr[:4]) != "RIFF" || string(hdr[8:12]) != "WAVE" {
-		return t, 0, errors.New("not a RIFF/WAVE file")
+	var dtype formats.DType
+	switch {
+	case f.tag == formatPCM && f.bits == 16:
+		dtype = formats.Int16
+	case f.tag == formatIEEEFloat && f.bits == 32:
+		dtype = formats.Float32
+	default:
+		return t, 0, fmt.Errorf("wav format %d with %d bits per sample is not supported; convert it to 16-bit PCM or 32-bit float", f.tag, f.bits)
 	}
-	var (
-		haveFmt  bool
-		dtype    formats.DType
-		channels int
-		rate     int
-	)
-	for {
-		var ch [8]byte
-		if _, err := io.ReadFull(r, ch[:]); err != nil {
-			return t, 0, fmt.Errorf("wav has no data chunk: %w", unexpected(err))
-		}
-		id, n := string(ch[:4]), int64(binary.LittleEndian.Uint32(ch[4:]))
-		switch id {
-		case "fmt ":
-			if n < 16 || n > 64 {
-				return t, 0, fmt.Errorf("wav fmt chunk of %d bytes", n)
-			}
-			buf := make([]byte, n+n&1)
-			if _, err := io.ReadFull(r, buf); err != nil {
-				return t, 0, fmt.Errorf("wav fmt chunk: %w", unexpected(err))
-			}
-			var err error
-			dtype, channels, rate, err = parseFmt(buf[:n])
-			if err != nil {
-				return t, 0, err
-			}
-			haveFmt = true
-		case "data":
-			if !haveFmt {
-				return t, 0, errors.New("wav data chunk before fmt chunk")
-			}
-			frame := int64(channels * dtype.Size())
-			if n%frame != 0 {
-				return t, 0, fmt.Errorf("wav data of %d bytes is not whole frames of %d bytes", n, frame)
-			}
-			data, err := readN(r, n)
-			if err != nil {
-				return t, 0, fmt.Errorf("wav data: %w", err)
-			}
-			t = formats.Tensor{DType: dtype, Shape: []int{int(n / frame), channels}, Data: data}
-			return t, rate, nil
-		default:
-			// Skip chunks this reader has no use for (fact, LIST, ...),
-			// including their pad byte.
-			if _, err := io.CopyN(io.Discard, r, n+n&1); err != nil {
-				return t, 0, fmt.Errorf("wav %q chunk: %w", id, unexpected(err))
-			}
-		}
+	frame := int64(f.channels * dtype.Size())
+	if n%frame != 0 {
+		return t, 0, fmt.Errorf("wav data of %d bytes is not whole frames of %d bytes", n, frame)
 	}
+	data, err := readN(r, n)
+	if err != nil {
+		return t, 0, fmt.Errorf("wav data: %w", err)
+	}
+	return formats.Tensor{DType: dtype, Shape: []int{int(n / frame), f.channels}, Data: data}, f.rate, nil
 }
 
 // DecodeBytes is Decode for a file held in memory.
@@ -206,37 +172,88 @@ func DecodeBytes(b []byte) (formats.Tensor, int, error) {
 	return Decode(bytes.NewReader(b))
 }
 
+// format is what a fmt chunk says.
+type format struct {
+	tag            uint16 // formatPCM or formatIEEEFloat; an EXTENSIBLE file's sub-format
+	bits           int    // per sample
+	channels, rate int
+}
+
+// readHeader reads r up to the first sample: the RIFF header, the fmt
+// chunk, the data chunk's header, skipping the chunks between (fact,
+// LIST, ...). It returns the format and the data chunk's size.
+func readHeader(r io.Reader) (format, int64, error) {
+	var hdr [riffHeader]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return format{}, 0, fmt.Errorf("wav header: %w", unexpected(err))
+	}
+	if string(hdr[:4]) != "RIFF" || string(hdr[8:12]) != "WAVE" {
+		return format{}, 0, errors.New("not a RIFF/WAVE file")
+	}
+	var f format
+	haveFmt := false
+	for {
+		var ch [8]byte
+		if _, err := io.ReadFull(r, ch[:]); err != nil {
+			return f, 0, errNoData
+		}
+		id, n := string(ch[:4]), int64(binary.LittleEndian.Uint32(ch[4:]))
+		switch id {
+		case "fmt ":
+			if n < 16 || n > 64 {
+				return f, 0, fmt.Errorf("wav fmt chunk of %d bytes", n)
+			}
+			b := make([]byte, n+n&1)
+			if _, err := io.ReadFull(r, b); err != nil {
+				return f, 0, fmt.Errorf("wav fmt chunk: %w", unexpected(err))
+			}
+			var err error
+			if f, err = parseFmt(b[:n]); err != nil {
+				return f, 0, err
+			}
+			haveFmt = true
+		case "data":
+			if !haveFmt {
+				return f, 0, errors.New("wav data chunk before fmt chunk")
+			}
+			return f, n, nil
+		default:
+			// Including the pad byte.
+			if _, err := io.CopyN(io.Discard, r, n+n&1); err != nil {
+				return f, 0, errNoData
+			}
+		}
+	}
+}
+
+// errNoData is a header that ends before the samples: prep's words for
+// what ffmpeg calls "no 'data' tag found".
+var errNoData = errors.New("damaged WAV: its header ends before the audio data; re-encode or remove the file")
+
 // extensibleTail is the tail shared by the KSDATAFORMAT_SUBTYPE GUIDs;
 // their first two bytes hold the plain format tag.
 var extensibleTail = []byte{0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71}
 
-func parseFmt(b []byte) (formats.DType, int, int, error) {
+// parseFmt reads a fmt chunk of at least 16 bytes. Which encodings a
+// decoder takes is its own choice.
+func parseFmt(b []byte) (format, error) {
 	le := binary.LittleEndian
-	tag := le.Uint16(b[0:])
-	channels := int(le.Uint16(b[2:]))
-	rate := int(le.Uint32(b[4:]))
-	bits := le.Uint16(b[14:])
-	if tag == formatExtensible {
+	f := format{tag: le.Uint16(b[0:]), channels: int(le.Uint16(b[2:])), rate: int(le.Uint32(b[4:])), bits: int(le.Uint16(b[14:]))}
+	if f.tag == formatExtensible {
 		if len(b) < 40 || !bytes.Equal(b[26:40], extensibleTail) {
-			return "", 0, 0, errors.New("wav WAVE_FORMAT_EXTENSIBLE with an unknown sub-format")
+			return f, errors.New("wav WAVE_FORMAT_EXTENSIBLE with an unknown sub-format")
 		}
-		tag = le.Uint16(b[24:])
-	}
-	if channels == 0 {
-		return "", 0, 0, errors.New("wav with zero channels")
-	}
-	// Encode refuses a rate of 0, so a file with one could be read from a
-	// shard but not written back.
-	if rate == 0 {
-		return "", 0, 0, errors.New("wav with a sample rate of 0 Hz: the fmt chunk is damaged")
+		f.tag = le.Uint16(b[24:])
 	}
 	switch {
-	case tag == formatPCM && bits == 16:
-		return formats.Int16, channels, rate, nil
-	case tag == formatIEEEFloat && bits == 32:
-		return formats.Float32, channels, rate, nil
+	case f.channels == 0:
+		return f, errors.New("wav with zero channels")
+	case f.rate == 0:
+		// Encode refuses a rate of 0, so a file with one could be read
+		// from a shard but not written back.
+		return f, errors.New("wav with a sample rate of 0 Hz: the fmt chunk is damaged")
 	}
-	return "", 0, 0, fmt.Errorf("wav format %d with %d bits per sample is not supported; convert it to 16-bit PCM or 32-bit float", tag, bits)
+	return f, nil
 }
 
 // readN reads exactly n bytes. Sizes beyond 64 MiB are read in growing
