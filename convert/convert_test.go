@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -660,5 +661,77 @@ func TestPublishFailureStopsRun(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dst, "*.tmp")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// TestProbedItemReused: a run without ItemsPerShard converts its first
+// item once, not once for the probe and again in the pipeline (a long
+// video was converted twice): the probe goes in plan order, so that item
+// is the one it converts. A task whose first item is another drops the
+// probe's conversion. The shards are those of a run told the same items
+// per shard.
+func TestProbedItemReused(t *testing.T) {
+	src := t.TempDir()
+	writeImages(t, src, []string{"a", "b"}, 6) // 12 inputs, 24 items
+	img := handlerFor(cropAug{})
+	for _, tc := range []struct {
+		name        string
+		order       Order
+		task, tasks int
+	}{
+		{"sorted", OrderSorted, 0, 1},
+		{"shuffle", OrderShuffle, 0, 1},
+		{"second task", OrderShuffle, 1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			calls := map[string]int{}
+			counting := HandlerFunc(func(ctx context.Context, in *Input, c int, rng *rand.Rand) ([]formats.Sample, error) {
+				mu.Lock()
+				calls[fmt.Sprint(in.Key, "#", c)]++
+				mu.Unlock()
+				return img(in.Key).Samples(ctx, in, c, rng)
+			})
+			setup := func(o *Options) {
+				o.Order, o.TaskIndex, o.TaskCount = tc.order, tc.task, tc.tasks
+			}
+			dst := t.TempDir()
+			m, _, err := convertDir(t, context.Background(), src, dst, func(o *Options) {
+				setup(o)
+				o.Handler = func(string) Handler { return counting }
+				o.ItemsPerShard, o.ShardSize = 0, 300
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := (24 + m.ItemsPerShard - 1) / m.ItemsPerShard
+			first, end := TaskShards(n, tc.task, tc.tasks)
+			items := min(24, end*m.ItemsPerShard) - first*m.ItemsPerShard
+			total := 0
+			for k, c := range calls {
+				if c > 1 {
+					t.Errorf("%s converted %d times", k, c)
+				}
+				total += c
+			}
+			if want := items + tc.task; total != want { // the second task's probe converts an item it does not write
+				t.Errorf("%d conversions for %d items, want %d", total, items, want)
+			}
+			told := t.TempDir()
+			if _, _, err := convertDir(t, context.Background(), src, told, func(o *Options) {
+				setup(o)
+				o.ItemsPerShard = m.ItemsPerShard
+			}); err != nil {
+				t.Fatal(err)
+			}
+			got, want := dirFiles(t, dst), dirFiles(t, told)
+			for name := range got {
+				if strings.HasSuffix(name, ".json") {
+					delete(got, name)
+					delete(want, name)
+				}
+			}
+			sameFiles(t, got, want)
+		})
 	}
 }

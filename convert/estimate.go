@@ -173,7 +173,7 @@ func EstimateRun(ctx context.Context, l *Listing, opt EstimateOptions) (*Estimat
 		e.FetchBytes *= int64(opt.Copies)
 	}
 	if e.ItemsPerShard = opt.ItemsPerShard; e.ItemsPerShard <= 0 {
-		if e.ItemsPerShard, err = ItemsPerShard(ctx, l, opt.Handler, opt.Seed, opt.ShardSize); err != nil {
+		if e.ItemsPerShard, err = ItemsPerShard(ctx, l, opt.Handler, opt.Order, opt.Seed, opt.ShardSize); err != nil {
 			return nil, err
 		}
 	}

@@ -232,6 +232,10 @@ func (r *run) decodeLoop(ctx context.Context, in <-chan task, out chan<- finishi
 			return err
 		}
 		j := t.j
+		if s, ok := r.takeProbed(t); ok {
+			r.done(t, s, nil)
+			continue
+		}
 		if j.err != nil {
 			r.done(t, nil, j.err)
 			continue

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/prep-dev/prep/cloudsrc"
@@ -153,6 +154,7 @@ func Run(ctx context.Context, l *Listing, opt Options) (*manifest.Manifest, *Sum
 	if err := r.resume(ctx, prior); err != nil {
 		return nil, nil, err
 	}
+	r.keepProbed()
 	err = r.pipeline(ctx)
 	if werr := opt.Sink.Wait(); err == nil && werr != nil {
 		err = werr
@@ -211,4 +213,9 @@ type run struct {
 
 	newSamples int
 	newBytes   int64
+
+	// probed is the probe's conversion (plan), kept for the decode stage
+	// to take when it is the item at this task's first position
+	// (keepProbed).
+	probed atomic.Pointer[probedItem]
 }

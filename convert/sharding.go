@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/manifest"
 )
 
@@ -16,15 +17,12 @@ func (r *run) plan(ctx context.Context, prior *manifest.Manifest) error {
 	case prior != nil && prior.ItemsPerShard > 0:
 		r.perShard = prior.ItemsPerShard
 	default:
-		n, err := r.probe(ctx)
+		p, err := probeItems(ctx, r.l, r.opt.Handler, r.opt.Order, r.opt.Seed, r.opt.ShardSize)
 		if err != nil {
 			return err
 		}
-		r.perShard = n
-		// The probe's sample is garbage now, but a collection would come
-		// only after the pipeline has allocated as much again: for one
-		// large sample (a 2 GB .npz member) that doubled the peak.
-		runtime.GC()
+		r.perShard = p.perShard
+		r.probed.Store(&p) // until keepProbed decides
 	}
 	r.nShards = (r.items + r.perShard - 1) / r.perShard
 	r.layout = newLayout(r.opt.Order, len(r.l.Entries), r.opt.Copies, r.perShard, r.opt.Seed)
@@ -34,29 +32,81 @@ func (r *run) plan(ctx context.Context, prior *manifest.Manifest) error {
 	return nil
 }
 
+// probedItem is what the probe converted: copy 0 of entry index.
+type probedItem struct {
+	perShard int
+	index    int // -1 when no input converted
+	samples  []formats.Sample
+}
+
+// keepProbed keeps the probe's samples (plan) for the decode stage when
+// they are the item at this task's first position, the first the
+// pipeline converts, and not in a shard resume kept: a long video or a
+// large .npz member is then not converted twice (with 4 videos, a
+// quarter of the run). Anywhere else they would be held for the whole
+// run, so they are dropped.
+func (r *run) keepProbed() {
+	p := r.probed.Load()
+	if p == nil {
+		return
+	}
+	_, kept := r.keep[r.lo/r.perShard]
+	if e, c := r.layout.item(r.lo); p.index >= 0 && r.lo < r.hi && !kept && e == p.index && c == 0 {
+		return
+	}
+	r.probed.Store(nil)
+	// The probe's samples are garbage now, but a collection would come
+	// only after the pipeline has allocated as much again: for one large
+	// sample (a 2 GB .npz member) that doubled the peak.
+	runtime.GC()
+}
+
+// takeProbed returns the probe's samples if t is the item they are, once.
+func (r *run) takeProbed(t task) ([]formats.Sample, bool) {
+	p := r.probed.Load()
+	if p == nil || p.index != t.j.index || t.c != 0 || !r.probed.CompareAndSwap(p, nil) {
+		return nil, false
+	}
+	return p.samples, true
+}
+
 // TaskShards splits n shards into count contiguous runs and returns task
 // index's run [first, end).
 func TaskShards(n, index, count int) (first, end int) {
 	return n * index / count, n * (index + 1) / count
 }
 
-// probe derives how many items fill a shard (ItemsPerShard).
-func (r *run) probe(ctx context.Context) (int, error) {
-	return ItemsPerShard(ctx, r.l, r.opt.Handler, r.opt.Seed, r.opt.ShardSize)
+// ItemsPerShard converts the first convertible input in plan order (of
+// the first round, when shuffled) to learn a sample's size and derives
+// how many items fill a shard of shardSize bytes, as a run without
+// --items-per-shard does; every task of a distributed run probes the
+// same input, so all agree on the shard boundaries.
+func ItemsPerShard(ctx context.Context, l *Listing, handler func(key string) Handler, order Order, seed uint64, shardSize int64) (int, error) {
+	p, err := probeItems(ctx, l, handler, order, seed, shardSize)
+	return p.perShard, err
 }
 
-// ItemsPerShard converts the first convertible input to learn a sample's
-// size and derives how many items fill a shard of shardSize bytes, as a
-// run without --items-per-shard does; every task of a distributed run
-// probes the same input, so all agree on the shard boundaries.
-func ItemsPerShard(ctx context.Context, l *Listing, handler func(key string) Handler, seed uint64, shardSize int64) (int, error) {
+// probeItems is ItemsPerShard, with the samples it converted. It goes in
+// plan order, so that the input it converts is usually the one the run
+// writes first, which can then take these samples (keepProbed). The
+// first round's order does not depend on the items per shard it is to
+// find (layout.separate reorders later rounds only).
+func probeItems(ctx context.Context, l *Listing, handler func(key string) Handler, order Order, seed uint64, shardSize int64) (probedItem, error) {
+	var perm []int32
+	if order == OrderShuffle {
+		perm = permutation(len(l.Entries), seed, 0)
+	}
 	var lastErr error
-	for i := 0; i < len(l.Entries) && i < 32; i++ {
+	for k := 0; k < len(l.Entries) && k < 32; k++ {
+		i := k
+		if perm != nil {
+			i = int(perm[k])
+		}
 		e := l.Entries[i]
 		in, err := fetch(ctx, e, handler(e.Key))
 		if err != nil {
 			if IsFatal(err) {
-				return 0, err
+				return probedItem{}, err
 			}
 			lastErr = fmt.Errorf("%s: %w", e.Key, err)
 			continue
@@ -64,22 +114,22 @@ func ItemsPerShard(ctx context.Context, l *Listing, handler func(key string) Han
 		samples, err := handler(e.Key).Samples(ctx, in, 0, NewRand(seed, e.Key, 0))
 		if err != nil {
 			if IsFatal(err) {
-				return 0, err
+				return probedItem{}, err
 			}
 			lastErr = fmt.Errorf("%s: %w", e.Key, err)
 			continue
 		}
 		var size int64
-		for i := range samples {
-			size += samples[i].Bytes()
+		for _, s := range samples {
+			size += s.Bytes()
 		}
 		if size == 0 {
 			continue
 		}
-		return int(max(1, shardSize/size)), nil
+		return probedItem{perShard: int(max(1, shardSize/size)), index: i, samples: samples}, nil
 	}
 	if lastErr != nil {
-		return 0, fmt.Errorf("none of the first inputs could be converted (fix or remove them); last error: %w", lastErr)
+		return probedItem{}, fmt.Errorf("none of the first inputs could be converted (fix or remove them); last error: %w", lastErr)
 	}
-	return 1024, nil
+	return probedItem{perShard: 1024, index: -1}, nil
 }
