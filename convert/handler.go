@@ -61,6 +61,19 @@ func (f HandlerFunc) Samples(ctx context.Context, in *Input, copy int, rng *rand
 	return f(ctx, in, copy, rng)
 }
 
+// An Emitter hands its samples over one at a time as it makes them, for
+// inputs whose samples together need not fit in memory (a long video):
+// the pipeline holds them within Options.MemoryBudget and moves the bytes
+// of the rest to a scratch file beside the shards until the writer takes
+// them. Emit calls emit for each sample in order and returns the error
+// that ends the input, if any, after which what it emitted is dropped: an
+// input is written whole or not at all. An error from emit (the run
+// stopping) must be returned. Samples gives what Emit emits.
+type Emitter interface {
+	Handler
+	Emit(ctx context.Context, in *Input, copy int, rng *rand.Rand, emit func(formats.Sample) error) error
+}
+
 // A PathHandler reads a local input from its file, Input.Path, and never
 // from Input.Data: the fetch stage then leaves Data empty, so a long
 // recording or a video is not read into memory before its decoder

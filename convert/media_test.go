@@ -25,7 +25,14 @@ import (
 
 // convertMedia copies testdata/<dir> into SRC/<class>/ and converts it
 // with h; it returns the manifest and the destination.
-func convertMedia(t *testing.T, dir, class string, h Handler, format formats.ShardFormat) (*manifest.Manifest, string) {
+func convertMedia(t *testing.T, dir, class string, h Handler, format formats.ShardFormat, mod ...func(*Options)) (*manifest.Manifest, string) {
+	m, dst, _ := convertMediaSummary(t, dir, class, h, format, mod...)
+	return m, dst
+}
+
+// convertMediaSummary is convertMedia with the run's Summary; mod changes
+// the Options.
+func convertMediaSummary(t *testing.T, dir, class string, h Handler, format formats.ShardFormat, mod ...func(*Options)) (*manifest.Manifest, string, *Summary) {
 	t.Helper()
 	src, dst := t.TempDir(), t.TempDir()
 	entries, err := os.ReadDir(filepath.Join("../testdata", dir))
@@ -54,14 +61,50 @@ func convertMedia(t *testing.T, dir, class string, h Handler, format formats.Sha
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := Run(ctx, l, Options{
+	opt := Options{
 		Sink: sink, Format: format, Handler: handler, Seed: 1, Copies: 1, Order: OrderSorted,
 		ItemsPerShard: 100, Workers: 2, IOWorkers: 2, Version: "test",
-	})
+	}
+	for _, f := range mod {
+		f(&opt)
+	}
+	m, sum, err := Run(ctx, l, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m, dst
+	return m, dst, sum
+}
+
+// TestVideoOverMemoryBudget converts the test videos with memory for
+// none, some and all of their frames: samples over the budget wait in a
+// scratch file, and the shards come out the same, the damaged videos
+// skipped as ever (their frames emitted, then dropped), no scratch file
+// left behind.
+func TestVideoOverMemoryBudget(t *testing.T) {
+	h := func() Handler { return NewVideoHandler(VideoOptions{Every: 3}, nil) }
+	want, wantDst, sum := convertMediaSummary(t, "video", "clips", h(), hdf5.Format{})
+	if sum.ScratchBytes != 0 {
+		t.Fatalf("%d bytes through a scratch file with the default budget", sum.ScratchBytes)
+	}
+	frame := int64(48 * 64 * 3)
+	for _, budget := range []int64{1, 7 * frame, 12 * frame} {
+		m, dst, sum := convertMediaSummary(t, "video", "clips", h(), hdf5.Format{},
+			func(o *Options) { o.MemoryBudget = budget })
+		if sum.ScratchBytes == 0 || sum.ScratchBytes%frame != 0 {
+			t.Errorf("budget %d: %d bytes through a scratch file", budget, sum.ScratchBytes)
+		}
+		if budget == 1 && sum.ScratchBytes < int64(m.Samples)*frame { // and the skipped videos' frames
+			t.Errorf("budget 1: %d bytes through a scratch file, want all %d samples'", sum.ScratchBytes, m.Samples)
+		}
+		if m.Samples != want.Samples || !slices.Equal(m.Skipped, want.Skipped) || m.Shards[0].SHA256 != want.Shards[0].SHA256 {
+			t.Errorf("budget %d: %d samples, skipped %v, shard %s; want %d, %v, %s", budget,
+				m.Samples, m.Skipped, m.Shards[0].SHA256, want.Samples, want.Skipped, want.Shards[0].SHA256)
+		}
+		got, exp := dirFiles(t, dst), dirFiles(t, wantDst)
+		if len(got) != len(exp) {
+			t.Errorf("budget %d: %d files in DST, want %d (a scratch file left?)", budget, len(got), len(exp))
+		}
+	}
 }
 
 // TestVideoToHDF5 converts the test videos to one HDF5 shard of frames:

@@ -31,6 +31,7 @@ type job struct {
 	err     error              // fetch error, for every copy
 	fetched chan struct{}      // closed when in/err are set
 	samples [][]formats.Sample // per copy
+	emitted []*collected       // per copy, for an Emitter's samples
 	errs    []error            // per copy
 	done    []chan struct{}    // per copy, closed when samples/errs are final
 	left    atomic.Int32       // copies not yet done
@@ -136,7 +137,7 @@ func (r *run) list(ctx context.Context, order, dispatchQ, fetchQ chan<- *job) er
 			return nil
 		}
 		n := j.c1 - j.c0
-		j.samples, j.errs, j.done = make([][]formats.Sample, n), make([]error, n), make([]chan struct{}, n)
+		j.samples, j.emitted, j.errs, j.done = make([][]formats.Sample, n), make([]*collected, n), make([]error, n), make([]chan struct{}, n)
 		for i := range j.done {
 			j.done[i] = make(chan struct{})
 		}
@@ -241,6 +242,17 @@ func (r *run) decodeLoop(ctx context.Context, in <-chan task, out chan<- finishi
 			continue
 		}
 		h := r.opt.Handler(j.entry.Key)
+		if em, ok := h.(Emitter); ok {
+			c, err := r.emitTo(ctx, em, t, rng.seed(r.opt.Seed, j.entry.Key, t.c))
+			var s []formats.Sample
+			if c != nil {
+				s, j.emitted[t.c-j.c0] = c.samples, c
+			}
+			if err := r.settle(ctx, t, s, err); err != nil {
+				return err
+			}
+			continue
+		}
 		st, ok := h.(Stager)
 		if !ok {
 			s, err := h.Samples(ctx, j.in, t.c, rng.seed(r.opt.Seed, j.entry.Key, t.c))
@@ -354,6 +366,7 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 		}
 	}
 	meta := formats.ShardMeta{Version: r.opt.Version, Recipe: r.opt.Recipe, Seed: r.opt.Seed, Classes: r.l.Classes}
+	var scratchBuf []byte // spilled samples' bytes, one at a time
 	p := Progress{TotalItems: r.hi - r.lo}
 	for _, k := range r.keep {
 		p.TotalItems -= min(r.hi, (k.Index+1)*r.perShard) - k.Index*r.perShard
@@ -389,7 +402,13 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 				p.Items++ // a skipped item is done too: the bar ends at 100%
 				continue
 			}
+			col := j.emitted[c-j.c0]
 			for i := range j.samples[c-j.c0] {
+				if col != nil {
+					if scratchBuf, err = col.load(i, scratchBuf); err != nil {
+						return err
+					}
+				}
 				s := &j.samples[c-j.c0][i]
 				stamp(s, j.entry, c, r.opt.Copies)
 				if cur.w == nil {
@@ -422,6 +441,11 @@ func (r *run) sink(ctx context.Context, order <-chan *job, closeQ chan<- *shardS
 				}
 				p.Samples++
 				p.Bytes += s.Bytes()
+			}
+			if col != nil {
+				col.unload()
+				col.drop(&r.held)
+				j.emitted[c-j.c0] = nil
 			}
 			if rc, ok := r.opt.Handler(j.entry.Key).(Recycler); ok {
 				rc.Recycle(j.samples[c-j.c0])

@@ -40,6 +40,11 @@ type Options struct {
 	Strict    bool // a bad input fails the run
 
 	Progress func(Progress) // called from the sink after every input
+
+	// MemoryBudget bounds the bytes of samples from Emitter handlers held
+	// in memory at once; the rest wait in a scratch file beside the
+	// shards. 0 = DefaultMemoryBudget.
+	MemoryBudget int64
 }
 
 // DefaultIOWorkers is how many fetches run at once unless Options say
@@ -70,6 +75,9 @@ type Summary struct {
 	SamplesPerSec float64            `json:"samples_per_sec"`
 	MBPerSec      float64            `json:"mb_per_sec"`
 	Manifest      string             `json:"manifest"`
+	// ScratchBytes are sample bytes that waited in a scratch file beside
+	// the shards, over Options.MemoryBudget (long videos).
+	ScratchBytes int64 `json:"scratch_bytes"`
 }
 
 // Fatal marks an error that must stop the run rather than skip one input
@@ -103,6 +111,9 @@ func (o *Options) defaults() error {
 	o.Order = order
 	if o.Workers <= 0 {
 		o.Workers = runtime.NumCPU()
+	}
+	if o.MemoryBudget <= 0 {
+		o.MemoryBudget = DefaultMemoryBudget
 	}
 	if o.IOWorkers <= 0 {
 		o.IOWorkers = DefaultIOWorkers
@@ -184,6 +195,7 @@ func Run(ctx context.Context, l *Listing, opt Options) (*manifest.Manifest, *Sum
 		Ignored:       append([]manifest.Skipped{}, l.Ignored...),
 		Seconds:       time.Since(start).Seconds(),
 		Manifest:      opt.Sink.URI() + "/" + name,
+		ScratchBytes:  r.scratched.Load(),
 	}
 	for _, k := range r.keep {
 		s.SamplesKept += k.Count
@@ -218,4 +230,7 @@ type run struct {
 	// to take when it is the item at this task's first position
 	// (keepProbed).
 	probed atomic.Pointer[probedItem]
+
+	held      atomic.Int64 // bytes of Emitters' samples in memory (MemoryBudget)
+	scratched atomic.Int64 // bytes that went through a scratch file instead
 }

@@ -36,16 +36,16 @@ type VideoOptions struct {
 // made from them, rand.New(rand.NewPCG(s1, s2)). Single frames are clips
 // of one, so each gets its own draws.
 //
-// The handler returns every sample of a video at once, so a video's
-// samples must fit in memory (a minute of 1080p at 30 fps is 11 GB):
-// bound them with MaxFrames, Every or FPS. Frames are decoded one at a
-// time into one buffer; only the samples are kept.
+// The handler is an Emitter: it hands each sample over as its frames are
+// decoded, and the pipeline keeps a video's samples beyond its memory
+// budget in a scratch file (a minute of 1080p at 30 fps is 11 GB).
+// Samples, for callers that want them all, holds them in memory.
 func NewVideoHandler(opt VideoOptions, aug ImageAugmenter) Handler {
 	return &videoHandler{opt: opt, aug: aug}
 }
 
-// videoHandler is the Handler NewVideoHandler returns: a PathHandler and a
-// Recycler.
+// videoHandler is the Handler NewVideoHandler returns: a PathHandler, an
+// Emitter and a Recycler.
 type videoHandler struct {
 	opt  VideoOptions
 	aug  ImageAugmenter
@@ -58,13 +58,27 @@ func (*videoHandler) ReadsPath() {}
 // shard writer has copied them.
 func (h *videoHandler) Recycle(samples []formats.Sample) { h.free.recycle(samples) }
 
-func (h *videoHandler) Samples(ctx context.Context, in *Input, _ int, rng *rand.Rand) ([]formats.Sample, error) {
+func (h *videoHandler) Samples(ctx context.Context, in *Input, copy int, rng *rand.Rand) ([]formats.Sample, error) {
+	var samples []formats.Sample
+	err := h.Emit(ctx, in, copy, rng, func(s formats.Sample) error {
+		samples = append(samples, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return samples, nil
+}
+
+// Emit hands over each sample as its frames are decoded (Emitter): a
+// long video's samples need not fit in memory together.
+func (h *videoHandler) Emit(ctx context.Context, in *Input, _ int, rng *rand.Rand, emit func(formats.Sample) error) error {
 	opt, aug := h.opt, h.aug
 	if opt.FPS < 0 || opt.Every < 0 || opt.Clip < 0 || opt.MaxFrames < 0 {
-		return nil, Fatal(fmt.Errorf("video options must not be negative: fps %v, every %d, clip %d, max frames %d",
+		return Fatal(fmt.Errorf("video options must not be negative: fps %v, every %d, clip %d, max frames %d",
 			opt.FPS, opt.Every, opt.Clip, opt.MaxFrames))
 	}
-	v := videoSamples{in: in, aug: aug, rng: rng, clip: max(opt.Clip, 1), pool: &h.free}
+	v := videoSamples{in: in, aug: aug, rng: rng, clip: max(opt.Clip, 1), pool: &h.free, emit: emit}
 	if a, ok := aug.(interface{ HasImageOps() bool }); ok && !a.HasImageOps() {
 		v.aug = nil // an audio-only recipe: spare every frame the RGBA round trip
 	}
@@ -101,12 +115,12 @@ func (h *videoHandler) Samples(ctx context.Context, in *Input, _ int, rng *rand.
 		return err
 	})
 	if err != nil {
-		return nil, mediaError(err)
+		return mediaError(err)
 	}
-	if len(v.samples) == 0 {
-		return nil, fmt.Errorf("%d frames decoded, fewer than one clip of %d", v.n, v.clip)
+	if v.emitted == 0 {
+		return fmt.Errorf("%d frames decoded, fewer than one clip of %d", v.n, v.clip)
 	}
-	return v.samples, nil
+	return nil
 }
 
 // centerCropLead is an augmenter that can hand a leading resize and
@@ -134,7 +148,8 @@ type videoSamples struct {
 	pool    *bytePool       // the samples' bytes
 	img     *image.NRGBA    // reused input to aug
 	buf     augment.Buffers // aug's resampled images, reused frame after frame
-	samples []formats.Sample
+	emit    func(formats.Sample) error
+	emitted int
 }
 
 // add takes one frame; f.RGB is ffmpeg's reused buffer unless v.owned.
@@ -185,14 +200,14 @@ func (v *videoSamples) add(f ffmpeg.Frame) error {
 		v.params = map[string]any{}
 	}
 	v.params["frame"] = v.first
-	v.samples = append(v.samples, formats.Sample{
+	v.emitted++
+	return v.emit(formats.Sample{
 		Key:    v.in.Key + "#f" + strconv.Itoa(v.first),
 		Source: v.in.Source,
 		Label:  v.in.Label,
 		Fields: []formats.Field{{Name: formats.DataField, Tensor: formats.Tensor{DType: formats.Uint8, Shape: shape, Data: v.data}}},
 		Params: v.params,
 	})
-	return nil
 }
 
 // augment returns one frame augmented with the clip's seeds, and the
