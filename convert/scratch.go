@@ -19,16 +19,22 @@ const DefaultMemoryBudget = 256 << 20
 // bytes of samples over the memory budget until the sink writes them.
 type scratch struct {
 	f    *os.File
+	dir  string
 	name string // to remove at close where an open file cannot be removed
 	end  int64
+}
+
+// scratchErr stops the run: the samples cannot wait anywhere.
+func scratchErr(dir string, err error) error {
+	return Fatal(fmt.Errorf("samples over the memory budget wait in a scratch file in %s, which failed (%w): free space there, or hold fewer frames with --max-frames, --every or --fps", dir, err))
 }
 
 func newScratch(dir string) (*scratch, error) {
 	f, err := os.CreateTemp(dir, ".prep-scratch-*")
 	if err != nil {
-		return nil, Fatal(fmt.Errorf("scratch file for samples over the memory budget: %w", err))
+		return nil, scratchErr(dir, err)
 	}
-	s := &scratch{f: f}
+	s := &scratch{f: f, dir: dir}
 	// Removed at once where the system allows it, so that nothing is left
 	// behind whatever ends the run.
 	if os.Remove(f.Name()) != nil {
@@ -41,7 +47,7 @@ func newScratch(dir string) (*scratch, error) {
 func (s *scratch) put(b []byte) (int64, error) {
 	off := s.end
 	if _, err := s.f.WriteAt(b, off); err != nil {
-		return 0, Fatal(fmt.Errorf("scratch file for samples over the memory budget: %w", err))
+		return 0, scratchErr(s.dir, err)
 	}
 	s.end += int64(len(b))
 	return off, nil
