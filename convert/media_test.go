@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prep-dev/prep/cloudsrc"
@@ -285,4 +287,93 @@ func jsonEq(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
+}
+
+// countingEmitter is an Emitter that records how many samples each Emit
+// call emitted, in call order (the probe's call comes first).
+type countingEmitter struct {
+	Emitter
+	mu    sync.Mutex
+	calls []int
+}
+
+func (c *countingEmitter) Emit(ctx context.Context, in *Input, copy int, rng *rand.Rand, emit func(formats.Sample) error) error {
+	n := 0
+	err := c.Emitter.Emit(ctx, in, copy, rng, func(s formats.Sample) error {
+		n++
+		return emit(s)
+	})
+	c.mu.Lock()
+	c.calls = append(c.calls, n)
+	c.mu.Unlock()
+	return err
+}
+
+// TestVideoProbeBounded: sizing shards from a video, the probe stops
+// decoding once the frames fill a shard (the rest cannot change the
+// answer: one video a shard) and keeps none of them past the memory
+// budget; the shards are those of a run told the items per shard.
+func TestVideoProbeBounded(t *testing.T) {
+	frame := int64(48 * 64 * 3)
+	for _, tc := range []struct {
+		name      string
+		shardSize int64
+		budget    int64
+		probed    int // frames the probe's Emit gave
+		perShard  int
+	}{
+		{"shard of 3 frames", 3 * frame, DefaultMemoryBudget, 3, 1},
+		{"budget of 2 frames", 400 * frame, 2 * frame, 10, 40}, // the whole first video: 10 frames of avi
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			em := &countingEmitter{Emitter: NewVideoHandler(VideoOptions{Every: 2}, nil).(Emitter)}
+			m, _ := convertMedia(t, "video", "clips", em, hdf5.Format{}, func(o *Options) {
+				o.ItemsPerShard, o.ShardSize, o.MemoryBudget, o.Workers = 0, tc.shardSize, tc.budget, 1
+			})
+			// The probe's Emit calls come first; the damaged videos emit
+			// nothing (corrupt.mp4 sorts first).
+			probed := slices.IndexFunc(em.calls, func(n int) bool { return n > 0 })
+			if m.ItemsPerShard != tc.perShard || probed < 0 || em.calls[probed] != tc.probed {
+				t.Fatalf("items per shard %d, Emit calls gave %v; want %d, the probe's %d", m.ItemsPerShard, em.calls, tc.perShard, tc.probed)
+			}
+			// 7 videos, and the probe's 2: what it kept is not handed on.
+			if len(em.calls) != 9 {
+				t.Errorf("Emit calls gave %v, want 9 calls: the probed video converted again", em.calls)
+			}
+			told, _ := convertMedia(t, "video", "clips", NewVideoHandler(VideoOptions{Every: 2}, nil), hdf5.Format{}, func(o *Options) {
+				o.ItemsPerShard = m.ItemsPerShard
+			})
+			if len(m.Shards) != len(told.Shards) {
+				t.Fatalf("%d shards, told %d", len(m.Shards), len(told.Shards))
+			}
+			for i := range m.Shards {
+				if m.Shards[i].SHA256 != told.Shards[i].SHA256 {
+					t.Errorf("shard %d differs from a run told %d items per shard", i, m.ItemsPerShard)
+				}
+			}
+		})
+	}
+}
+
+// TestProbeEmit: the probe keeps an Emitter's samples only when all of
+// them fit in the budget, and stops once they fill a shard.
+func TestProbeEmit(t *testing.T) {
+	frame := int64(48 * 64 * 3)
+	h := NewVideoHandler(VideoOptions{Every: 2}, nil).(Emitter) // testsrc.avi: 10 frames
+	for _, tc := range []struct {
+		shardSize, budget int64
+		kept              int
+		size              int64
+	}{
+		{100 * frame, 100 * frame, 10, 10 * frame},
+		{100 * frame, 9 * frame, 0, 10 * frame}, // counted whole, not kept
+		{4 * frame, 100 * frame, 0, 4 * frame},  // stopped: the first frames only
+	} {
+		in := mediaInput(t, "video/testsrc.avi", 0, true)
+		kept, size, err := probeEmit(context.Background(), h, in, NewRand(1, in.Key, 0), tc.shardSize, tc.budget)
+		if err != nil || len(kept) != tc.kept || size != tc.size {
+			t.Errorf("shard %d, budget %d bytes: kept %d samples of %d bytes (%v); want %d, %d",
+				tc.shardSize, tc.budget, len(kept), size, err, tc.kept, tc.size)
+		}
+	}
 }

@@ -2,7 +2,9 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 
 	"github.com/prep-dev/prep/formats"
@@ -17,7 +19,7 @@ func (r *run) plan(ctx context.Context, prior *manifest.Manifest) error {
 	case prior != nil && prior.ItemsPerShard > 0:
 		r.perShard = prior.ItemsPerShard
 	default:
-		p, err := probeItems(ctx, r.l, r.opt.Handler, r.opt.Order, r.opt.Seed, r.opt.ShardSize)
+		p, err := probeItems(ctx, r.l, r.opt.Handler, r.opt.Order, r.opt.Seed, r.opt.ShardSize, r.opt.MemoryBudget)
 		if err != nil {
 			return err
 		}
@@ -82,7 +84,7 @@ func TaskShards(n, index, count int) (first, end int) {
 // --items-per-shard does; every task of a distributed run probes the
 // same input, so all agree on the shard boundaries.
 func ItemsPerShard(ctx context.Context, l *Listing, handler func(key string) Handler, order Order, seed uint64, shardSize int64) (int, error) {
-	p, err := probeItems(ctx, l, handler, order, seed, shardSize)
+	p, err := probeItems(ctx, l, handler, order, seed, shardSize, DefaultMemoryBudget)
 	return p.perShard, err
 }
 
@@ -90,8 +92,9 @@ func ItemsPerShard(ctx context.Context, l *Listing, handler func(key string) Han
 // plan order, so that the input it converts is usually the one the run
 // writes first, which can then take these samples (keepProbed). The
 // first round's order does not depend on the items per shard it is to
-// find (layout.separate reorders later rounds only).
-func probeItems(ctx context.Context, l *Listing, handler func(key string) Handler, order Order, seed uint64, shardSize int64) (probedItem, error) {
+// find (layout.separate reorders later rounds only). An Emitter's samples
+// are kept only while they fit in budget (probeEmit).
+func probeItems(ctx context.Context, l *Listing, handler func(key string) Handler, order Order, seed uint64, shardSize, budget int64) (probedItem, error) {
 	var perm []int32
 	if order == OrderShuffle {
 		perm = permutation(len(l.Entries), seed, 0)
@@ -111,7 +114,16 @@ func probeItems(ctx context.Context, l *Listing, handler func(key string) Handle
 			lastErr = fmt.Errorf("%s: %w", e.Key, err)
 			continue
 		}
-		samples, err := handler(e.Key).Samples(ctx, in, 0, NewRand(seed, e.Key, 0))
+		var samples []formats.Sample
+		var size int64
+		rng := NewRand(seed, e.Key, 0)
+		if em, ok := handler(e.Key).(Emitter); ok {
+			samples, size, err = probeEmit(ctx, em, in, rng, shardSize, budget)
+		} else if samples, err = handler(e.Key).Samples(ctx, in, 0, rng); err == nil {
+			for _, s := range samples {
+				size += s.Bytes()
+			}
+		}
 		if err != nil {
 			if IsFatal(err) {
 				return probedItem{}, err
@@ -119,17 +131,58 @@ func probeItems(ctx context.Context, l *Listing, handler func(key string) Handle
 			lastErr = fmt.Errorf("%s: %w", e.Key, err)
 			continue
 		}
-		var size int64
-		for _, s := range samples {
-			size += s.Bytes()
-		}
 		if size == 0 {
 			continue
 		}
-		return probedItem{perShard: int(max(1, shardSize/size)), index: i, samples: samples}, nil
+		p := probedItem{perShard: int(max(1, shardSize/size)), index: i, samples: samples}
+		if samples == nil {
+			p.index = -1 // not kept: nothing for the run to take
+		}
+		return p, nil
 	}
 	if lastErr != nil {
 		return probedItem{}, fmt.Errorf("none of the first inputs could be converted (fix or remove them); last error: %w", lastErr)
 	}
 	return probedItem{perShard: 1024, index: -1}, nil
+}
+
+// errProbeDone stops an Emitter once the probe knows enough.
+var errProbeDone = errors.New("probe done")
+
+// probeEmit converts an Emitter's input for the probe: it adds up the
+// bytes of its samples, keeping them while they fit in budget, and stops
+// as soon as they reach shardSize, where the rest cannot change the
+// answer (one item a shard): a long video is neither held whole nor
+// decoded whole. kept is nil unless every sample was kept.
+func probeEmit(ctx context.Context, em Emitter, in *Input, rng *rand.Rand, shardSize, budget int64) (kept []formats.Sample, size int64, err error) {
+	rc, _ := Handler(em).(Recycler)
+	whole := true
+	err = em.Emit(ctx, in, 0, rng, func(s formats.Sample) error {
+		size += s.Bytes()
+		if whole && size <= budget {
+			kept = append(kept, s)
+		} else {
+			if rc != nil {
+				rc.Recycle(append(kept, s))
+			}
+			kept, whole = nil, false
+		}
+		if size >= shardSize {
+			return errProbeDone
+		}
+		return nil
+	})
+	if errors.Is(err, errProbeDone) {
+		err = nil
+		if kept != nil { // the input's first samples only
+			if rc != nil {
+				rc.Recycle(kept)
+			}
+			kept = nil
+		}
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return kept, size, nil
 }
