@@ -82,7 +82,7 @@ type collected struct {
 // run's memory budget, and returns the copy's samples.
 func (r *run) emitTo(ctx context.Context, em Emitter, t task, rng *rand.Rand) (*collected, error) {
 	c := &collected{}
-	rc, _ := Handler(em).(Recycler)
+	rc, _ := em.(Recycler)
 	err := em.Emit(ctx, t.j.in, t.c, rng, func(s formats.Sample) error {
 		n := s.Bytes()
 		if r.held.Add(n) <= r.opt.MemoryBudget {

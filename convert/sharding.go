@@ -155,7 +155,7 @@ var errProbeDone = errors.New("probe done")
 // answer (one item a shard): a long video is neither held whole nor
 // decoded whole. kept is nil unless every sample was kept.
 func probeEmit(ctx context.Context, em Emitter, in *Input, rng *rand.Rand, shardSize, budget int64) (kept []formats.Sample, size int64, err error) {
-	rc, _ := Handler(em).(Recycler)
+	rc, _ := em.(Recycler)
 	whole := true
 	err = em.Emit(ctx, in, 0, rng, func(s formats.Sample) error {
 		size += s.Bytes()
