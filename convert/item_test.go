@@ -26,7 +26,8 @@ func TestFetchPathHandler(t *testing.T) {
 	}{
 		{"audio", NewAudioHandler(AudioOptions{}, nil), "a.wav", false, false},
 		{"video", NewVideoHandler(VideoOptions{}, nil), "a.wav", false, false},
-		{"image", NewNPYHandler(NPYOptions{}), "a.wav", true, false},
+		{"npy", NewNPYHandler(NPYOptions{}), "a.wav", false, false},
+		{"image", NewImageHandler(nil, nil, nil, 0), "a.wav", true, false},
 		{"missing", NewAudioHandler(AudioOptions{}, nil), "b.wav", false, true},
 	}
 	for _, tt := range tests {

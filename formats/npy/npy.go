@@ -25,16 +25,9 @@ func Parse(data []byte) (formats.Tensor, error) {
 		return formats.Tensor{}, err
 	}
 	size := h.dtype.Size()
-	// numpy refuses the shapes ArrayBytes does, empty or not.
-	want, err := h.dtype.ArrayBytes(h.shape)
+	want, err := h.dataBytes(int64(len(body)))
 	if err != nil {
-		return formats.Tensor{}, fmt.Errorf("truncated .npy data: shape %v of %s is larger than the %d bytes the file holds", h.shape, h.dtype, len(body))
-	}
-	if want > len(body) {
-		return formats.Tensor{}, fmt.Errorf("truncated .npy data: shape %v of %s needs %d bytes, the file holds %d", h.shape, h.dtype, want, len(body))
-	}
-	if want < len(body) {
-		return formats.Tensor{}, fmt.Errorf(".npy data size mismatch: shape %v of %s needs %d bytes, the file holds %d", h.shape, h.dtype, want, len(body))
+		return formats.Tensor{}, err
 	}
 	out, copied := body, false
 	if h.fortran && len(h.shape) > 1 && want > 0 {
@@ -50,6 +43,23 @@ func Parse(data []byte) (formats.Tensor, error) {
 		swapBytes(out, size)
 	}
 	return formats.Tensor{DType: h.dtype, Shape: h.shape, Data: out}, nil
+}
+
+// dataBytes returns how many bytes the array's data takes, after
+// checking that n, the bytes after the header, are exactly those.
+func (h *header) dataBytes(n int64) (int, error) {
+	// numpy refuses the shapes ArrayBytes does, empty or not.
+	want, err := h.dtype.ArrayBytes(h.shape)
+	if err != nil {
+		return 0, fmt.Errorf("truncated .npy data: shape %v of %s is larger than the %d bytes the file holds", h.shape, h.dtype, n)
+	}
+	if int64(want) > n {
+		return 0, fmt.Errorf("truncated .npy data: shape %v of %s needs %d bytes, the file holds %d", h.shape, h.dtype, want, n)
+	}
+	if int64(want) < n {
+		return 0, fmt.Errorf(".npy data size mismatch: shape %v of %s needs %d bytes, the file holds %d", h.shape, h.dtype, want, n)
+	}
+	return want, nil
 }
 
 // readHeader checks the magic and version and returns the parsed header
