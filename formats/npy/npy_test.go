@@ -7,7 +7,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -372,13 +374,37 @@ func seeds(f *testing.F, pattern string) {
 	}
 }
 
-// FuzzParse: Parse never panics, and what it accepts is a valid tensor.
+// FuzzParse: Parse never panics, and what it accepts is a valid tensor;
+// Rows reads the same rows, or refuses with Parse's error (a Fortran-order
+// array aside).
 func FuzzParse(f *testing.F) {
 	seeds(f, "*.npy")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tn, err := Parse(data)
-		if err != nil {
+		rows, rerr := NewRows(bytes.NewReader(data), int64(len(data)))
+		switch {
+		case err != nil:
+			if rerr == nil || rerr.Error() != err.Error() {
+				t.Fatalf("Parse: %v; NewRows: %v", err, rerr)
+			}
 			return
+		case errors.Is(rerr, ErrFortran):
+		case rerr != nil:
+			t.Fatalf("Parse took it, NewRows: %v", rerr)
+		default:
+			var got []byte
+			for {
+				row := make([]byte, rows.RowBytes)
+				if err := rows.Next(row); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatalf("row %d: %v", len(got)/max(rows.RowBytes, 1), err)
+				}
+				got = append(got, row...)
+			}
+			if len(tn.Shape) > 0 && !bytes.Equal(got, tn.Data) {
+				t.Fatalf("rows differ from Parse's data")
+			}
 		}
 		if err := tn.Validate(); err != nil {
 			t.Fatalf("accepted an invalid tensor: %v", err)

@@ -27,8 +27,8 @@ type Rows struct {
 var ErrFortran = errors.New(".npy array in Fortran order: its rows are not stored one by one")
 
 // maxHeader bounds the header NewRows reads: numpy's own reader refuses
-// headers over 10,000 bytes unless told otherwise.
-const maxHeader = 64 << 10
+// headers over 10,000 bytes unless told otherwise (Parse takes any).
+const maxHeader = 1 << 20
 
 // NewRows reads the header of the .npy file that r holds, size bytes in
 // all, and checks it as Parse does; the rows follow.

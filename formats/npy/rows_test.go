@@ -71,10 +71,10 @@ func TestRows(t *testing.T) {
 	}
 	// A file that ends inside its rows, though its size said otherwise (cut
 	// while being read).
-	text := "{'descr': '|u1', 'fortran_order': False, 'shape': (1000, 100), }"
+	text := "{'descr': '|u1', 'fortran_order': False, 'shape': (20000, 100), }"
 	text += strings.Repeat(" ", 117-len(text)) + "\n"
-	file := append([]byte(magic+"\x01\x00\x76\x00"+text), make([]byte, 100000)...)
-	rows, err := NewRows(bytes.NewReader(file[:90000]), int64(len(file)))
+	file := append([]byte(magic+"\x01\x00\x76\x00"+text), make([]byte, 2000000)...)
+	rows, err := NewRows(bytes.NewReader(file[:1500000]), int64(len(file)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestRows(t *testing.T) {
 			n++
 		}
 	}
-	if n != 898 || !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Errorf("%d rows, then %v; want 898 (89,872 bytes after the header), then unexpected EOF", n, err)
+	if n != 14998 || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("%d rows, then %v; want 14998 (1,499,872 bytes after the header), then unexpected EOF", n, err)
 	}
 }
