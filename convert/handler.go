@@ -3,6 +3,7 @@ package convert
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"hash/fnv"
 	"image"
 	"math/rand/v2"
@@ -68,11 +69,19 @@ func (f HandlerFunc) Samples(ctx context.Context, in *Input, copy int, rng *rand
 // them. Emit calls emit for each sample in order and returns the error
 // that ends the input, if any, after which what it emitted is dropped: an
 // input is written whole or not at all. An error from emit (the run
-// stopping) must be returned. Samples gives what Emit emits.
+// stopping) must be returned. Samples gives what Emit emits. The
+// samples' memory must be their own (a scratch file then frees it); for
+// an input whose samples would share the input's memory, Emit returns
+// errWhole before emitting anything, and the pipeline takes Samples'
+// result whole.
 type Emitter interface {
 	Handler
 	Emit(ctx context.Context, in *Input, copy int, rng *rand.Rand, emit func(formats.Sample) error) error
 }
+
+// errWhole is Emit's answer for an input it does not hand over sample by
+// sample (Emitter).
+var errWhole = errors.New("samples made whole")
 
 // A PathHandler reads a local input from its file, Input.Path, and never
 // from Input.Data: the fetch stage then leaves Data empty, so a long

@@ -85,26 +85,17 @@ func (h *npyHandler) Samples(_ context.Context, in *Input, _ int, _ *rand.Rand) 
 	return splitRows(in, fields)
 }
 
-// Emit hands over the samples one at a time (Emitter). The rows of a
-// local C-order .npy come straight from the file, each in memory of its
-// own; every other input is read whole, as Samples does.
-func (h *npyHandler) Emit(ctx context.Context, in *Input, copy int, rng *rand.Rand, emit func(formats.Sample) error) error {
+// Emit hands over the rows of a local C-order .npy one at a time
+// (Emitter), straight from the file, each in memory of its own. Every
+// other input is read whole, its samples sharing its memory: errWhole.
+func (h *npyHandler) Emit(ctx context.Context, in *Input, _ int, _ *rand.Rand, emit func(formats.Sample) error) error {
 	if h.opt.SplitAxis == 0 && ext(in.Key) == ".npy" && in.Data == nil && in.Path != "" {
 		err := emitRows(ctx, in, emit)
 		if !errors.Is(err, npy.ErrFortran) {
 			return err
 		}
 	}
-	samples, err := h.Samples(ctx, in, copy, rng)
-	if err != nil {
-		return err
-	}
-	for _, s := range samples {
-		if err := emit(s); err != nil {
-			return err
-		}
-	}
-	return nil
+	return errWhole
 }
 
 // emitRows emits the rows of the .npy file at in.Path as splitRows makes

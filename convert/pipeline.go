@@ -244,14 +244,16 @@ func (r *run) decodeLoop(ctx context.Context, in <-chan task, out chan<- finishi
 		h := r.opt.Handler(j.entry.Key)
 		if em, ok := h.(Emitter); ok {
 			c, err := r.emitTo(ctx, em, t, rng.seed(r.opt.Seed, j.entry.Key, t.c))
-			var s []formats.Sample
-			if c != nil {
-				s, j.emitted[t.c-j.c0] = c.samples, c
+			if !errors.Is(err, errWhole) {
+				var s []formats.Sample
+				if c != nil {
+					s, j.emitted[t.c-j.c0] = c.samples, c
+				}
+				if err := r.settle(ctx, t, s, err); err != nil {
+					return err
+				}
+				continue
 			}
-			if err := r.settle(ctx, t, s, err); err != nil {
-				return err
-			}
-			continue
 		}
 		st, ok := h.(Stager)
 		if !ok {

@@ -117,11 +117,15 @@ func probeItems(ctx context.Context, l *Listing, handler func(key string) Handle
 		var samples []formats.Sample
 		var size int64
 		rng := NewRand(seed, e.Key, 0)
+		err = errWhole
 		if em, ok := handler(e.Key).(Emitter); ok {
 			samples, size, err = probeEmit(ctx, em, in, rng, shardSize, budget)
-		} else if samples, err = handler(e.Key).Samples(ctx, in, 0, rng); err == nil {
-			for _, s := range samples {
-				size += s.Bytes()
+		}
+		if errors.Is(err, errWhole) {
+			if samples, err = handler(e.Key).Samples(ctx, in, 0, NewRand(seed, e.Key, 0)); err == nil {
+				for _, s := range samples {
+					size += s.Bytes()
+				}
 			}
 		}
 		if err != nil {
