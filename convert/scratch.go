@@ -120,10 +120,11 @@ func (r *run) spill(c *collected, s formats.Sample, rc Recycler) error {
 		r.scratched.Add(int64(len(f.Data)))
 	}
 	if rc != nil {
-		rc.Recycle([]formats.Sample{{Fields: slices.Clone(s.Fields)}})
+		// Recycle keeps the bytes and drops the Fields of the sample it
+		// is given, here a stand-in, so s keeps its shapes.
+		rc.Recycle([]formats.Sample{{Fields: s.Fields}})
 	}
-	s.Fields = slices.Clone(s.Fields)
-	for k := range s.Fields {
+	for k := range s.Fields { // s's fields are the pipeline's once emitted
 		s.Fields[k].Data = nil
 	}
 	c.samples = append(c.samples, s)
