@@ -95,37 +95,26 @@ func shapeRecordBytes(samples []*formats.Sample) int64 {
 // shapeBudget.
 func writeShapeBudget(t *testing.T, p string, expect int, budget, shapeBudget int64, samples []*formats.Sample) (formats.ShardInfo, bool) {
 	t.Helper()
-	fw, err := Format{}.Create(p, formats.ShardMeta{Version: "test", Seed: 3, Classes: []string{"a", "b", "c"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := fw.(*writer)
-	w.budget, w.shapeBudget = budget, shapeBudget
-	w.Expect(expect)
-	for _, s := range samples {
-		if err := w.Add(s); err != nil {
-			w.Abort()
-			t.Fatal(err)
-		}
-		var held int64
-		for _, c := range w.cols {
-			held += c.rag.recs.held()
-		}
-		if held != w.shapesHeld || held > shapeBudget {
-			t.Fatalf("shape budget %d: %d bytes of shapes held, %d counted", shapeBudget, held, w.shapesHeld)
-		}
-	}
-	spilled := false
-	for k := range w.cols {
-		if _, err := os.Stat(w.shapeSpillName(k)); err == nil {
-			spilled = true
-		}
-	}
-	info, err := w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info, spilled
+	return writeSide(t, p, expect, budget, samples,
+		func(w *writer) { w.shapeBudget = shapeBudget },
+		func(w *writer) {
+			var held int64
+			for _, c := range w.cols {
+				held += c.rag.recs.held()
+			}
+			if held != w.shapesHeld || held > shapeBudget {
+				t.Fatalf("shape budget %d: %d bytes of shapes held, %d counted", shapeBudget, held, w.shapesHeld)
+			}
+		},
+		func(w *writer) bool {
+			spilled := false
+			for k := range w.cols {
+				if _, err := os.Stat(w.shapeSpillName(k)); err == nil {
+					spilled = true
+				}
+			}
+			return spilled
+		})
 }
 
 // TestShapeSpillSameBytes writes each case with its shapes in memory, and
@@ -241,49 +230,18 @@ out["samples"] = [f["data"][o[i]:o[i+1]].reshape([int(x) for x in f["shapes"][i]
 // temp file, and Close removes them once the shard is written, also when
 // it fails.
 func TestShapeSpillAbort(t *testing.T) {
-	samples := shapeCases()["two ragged, gathered"].samples
-	for _, end := range []string{"abort", "close", "stray byte", "short"} {
-		t.Run(end, func(t *testing.T) {
-			dir := t.TempDir()
-			p := filepath.Join(dir, "shard-000001.h5") // a name IsTemp knows
-			fw, err := Format{}.Create(p, formats.ShardMeta{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := fw.(*writer)
-			w.shapeBudget = 10
-			for _, s := range samples {
-				if err := w.Add(s); err != nil {
-					t.Fatal(err)
-				}
-			}
+	ends := abortOrClose()
+	ends["stray byte"] = closeAfter(func(w *writer) { w.cols[1].rag.recs.spill.write([]byte{0}) }, "more recorded")
+	ends["short"] = closeAfter(func(w *writer) { w.cols[0].rag.recs.spill.n-- }, "EOF")
+	sideSpillEnds(t, shapeCases()["two ragged, gathered"].samples,
+		func(w *writer) { w.shapeBudget = 10 },
+		func(w *writer) []string {
+			var names []string
 			for k := range w.cols {
-				name := w.shapeSpillName(k)
-				if !formats.IsTemp(filepath.Base(name)) {
-					t.Errorf("IsTemp(%s) = false: a killed run would leave it", filepath.Base(name))
-				}
-				if _, err := os.Stat(name); err != nil {
-					t.Fatalf("column %d not spilled: %v", k, err)
-				}
+				names = append(names, w.shapeSpillName(k))
 			}
-			var want string
-			switch end {
-			case "abort":
-				err = w.Abort()
-			case "close":
-				_, err = w.Close()
-			case "stray byte":
-				w.cols[1].rag.recs.spill.write([]byte{0})
-				_, err = w.Close()
-				want = "more recorded"
-			case "short":
-				w.cols[0].rag.recs.spill.n--
-				_, err = w.Close()
-				want = "EOF"
-			}
-			checkEnd(t, dir, p, end, err, want)
-		})
-	}
+			return names
+		}, ends)
 }
 
 // TestShapeSpillDiskFull points the shapes' scratch file at /dev/full:

@@ -79,6 +79,88 @@ func writeBudget(p string, expect int, budget int64, samples []*formats.Sample) 
 	return info, spilled, err
 }
 
+// writeSide writes samples to a shard at p, told to expect expect, with
+// gather budget budget and whatever else setup sets; after each Add,
+// held checks the writer's side records, and spilled, before Close, tells
+// whether they went to their scratch files, which writeSide reports.
+func writeSide(t *testing.T, p string, expect int, budget int64, samples []*formats.Sample,
+	setup func(*writer), held func(*writer), spilled func(*writer) bool) (formats.ShardInfo, bool) {
+	t.Helper()
+	fw, err := Format{}.Create(p, formats.ShardMeta{Version: "test", Seed: 3, Classes: []string{"a", "b", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := fw.(*writer)
+	w.budget = budget
+	setup(w)
+	w.Expect(expect)
+	for _, s := range samples {
+		if err := w.Add(s); err != nil {
+			w.Abort()
+			t.Fatal(err)
+		}
+		held(w)
+	}
+	didSpill := spilled(w)
+	info, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info, didSpill
+}
+
+// sideSpillEnds writes samples with the side records setup makes spill
+// (their scratch files names returns), checks that those files exist and
+// that IsTemp knows them, then ends the shard each way of ends (Abort,
+// Close, or damage and Close; the error Close must give): checkEnd.
+func sideSpillEnds(t *testing.T, samples []*formats.Sample, setup func(*writer), names func(*writer) []string,
+	ends map[string]func(*writer) (error, string)) {
+	for end, finish := range ends {
+		t.Run(end, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "shard-000001.h5") // a name IsTemp knows
+			fw, err := Format{}.Create(p, formats.ShardMeta{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := fw.(*writer)
+			setup(w)
+			for _, s := range samples {
+				if err := w.Add(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, name := range names(w) {
+				if !formats.IsTemp(filepath.Base(name)) {
+					t.Errorf("IsTemp(%s) = false: a killed run would leave it", filepath.Base(name))
+				}
+				if _, err := os.Stat(name); err != nil {
+					t.Fatalf("not spilled: %v", err)
+				}
+			}
+			err, want := finish(w)
+			checkEnd(t, dir, p, end, err, want)
+		})
+	}
+}
+
+// closeAfter damages w with damage, then closes it.
+func closeAfter(damage func(*writer), want string) func(*writer) (error, string) {
+	return func(w *writer) (error, string) {
+		damage(w)
+		_, err := w.Close()
+		return err, want
+	}
+}
+
+// abortOrClose are the ends of sideSpillEnds that damage nothing.
+func abortOrClose() map[string]func(*writer) (error, string) {
+	return map[string]func(*writer) (error, string){
+		"abort": func(w *writer) (error, string) { return w.Abort(), "" },
+		"close": closeAfter(func(*writer) {}, ""),
+	}
+}
+
 // TestSpillSameBytes writes each case with memory enough for the whole
 // shard, and again with budgets that make the writer spill at the first
 // sample and part way: the shards must be equal byte for byte, and

@@ -65,33 +65,22 @@ func tailBytes(samples []*formats.Sample) int64 {
 // keys in memory than tailBudget.
 func writeTailBudget(t *testing.T, p string, expect int, budget, tailBudget int64, samples []*formats.Sample) (formats.ShardInfo, bool) {
 	t.Helper()
-	fw, err := Format{}.Create(p, formats.ShardMeta{Version: "test", Seed: 3, Classes: []string{"a", "b", "c"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := fw.(*writer)
-	w.budget, w.tailBudget = budget, tailBudget
-	w.Expect(expect)
-	for _, s := range samples {
-		if err := w.Add(s); err != nil {
-			w.Abort()
-			t.Fatal(err)
-		}
-		if held := w.tail.labels.held() + w.tail.keys.held(); held > tailBudget {
-			t.Fatalf("tail budget %d: %d bytes of labels and keys held", tailBudget, held)
-		}
-	}
-	ln, kn := w.tailSpillNames()
-	_, lerr := os.Stat(ln)
-	_, kerr := os.Stat(kn)
-	if (lerr == nil) != (kerr == nil) {
-		t.Errorf("tail budget %d: labels spilled %v, keys %v", tailBudget, lerr == nil, kerr == nil)
-	}
-	info, err := w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info, lerr == nil
+	return writeSide(t, p, expect, budget, samples,
+		func(w *writer) { w.tailBudget = tailBudget },
+		func(w *writer) {
+			if held := w.tail.labels.held() + w.tail.keys.held(); held > tailBudget {
+				t.Fatalf("tail budget %d: %d bytes of labels and keys held", tailBudget, held)
+			}
+		},
+		func(w *writer) bool {
+			ln, kn := w.tailSpillNames()
+			_, lerr := os.Stat(ln)
+			_, kerr := os.Stat(kn)
+			if (lerr == nil) != (kerr == nil) {
+				t.Errorf("tail budget %d: labels spilled %v, keys %v", tailBudget, lerr == nil, kerr == nil)
+			}
+			return lerr == nil
+		})
 }
 
 // TestTailSpillSameBytes writes each case with its labels and keys in
@@ -241,49 +230,15 @@ func TestTailEmpty(t *testing.T) {
 // with the temp file, and Close removes them once the shard is written,
 // also when it fails.
 func TestTailSpillAbort(t *testing.T) {
-	samples := tailCases()["varied keys, gathered"].samples
-	for _, end := range []string{"abort", "close", "stray label", "stray key"} {
-		t.Run(end, func(t *testing.T) {
-			dir := t.TempDir()
-			p := filepath.Join(dir, "shard-000001.h5") // a name IsTemp knows
-			fw, err := Format{}.Create(p, formats.ShardMeta{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := fw.(*writer)
-			w.tailBudget = 100
-			for _, s := range samples {
-				if err := w.Add(s); err != nil {
-					t.Fatal(err)
-				}
-			}
+	ends := abortOrClose()
+	ends["stray label"] = closeAfter(func(w *writer) { w.tail.labels.spill.write([]byte{1}) }, "spilled")
+	ends["stray key"] = closeAfter(func(w *writer) { w.tail.keys.spill.write([]byte{0}) }, "more gathered")
+	sideSpillEnds(t, tailCases()["varied keys, gathered"].samples,
+		func(w *writer) { w.tailBudget = 100 },
+		func(w *writer) []string {
 			ln, kn := w.tailSpillNames()
-			for _, name := range []string{ln, kn} {
-				if !formats.IsTemp(filepath.Base(name)) {
-					t.Errorf("IsTemp(%s) = false: a killed run would leave it", filepath.Base(name))
-				}
-				if _, err := os.Stat(name); err != nil {
-					t.Fatalf("not spilled: %v", err)
-				}
-			}
-			var want string
-			switch end {
-			case "abort":
-				err = w.Abort()
-			case "close":
-				_, err = w.Close()
-			case "stray label":
-				w.tail.labels.spill.write([]byte{1})
-				_, err = w.Close()
-				want = "spilled"
-			case "stray key":
-				w.tail.keys.spill.write([]byte{0})
-				_, err = w.Close()
-				want = "more gathered"
-			}
-			checkEnd(t, dir, p, end, err, want)
-		})
-	}
+			return []string{ln, kn}
+		}, ends)
 }
 
 // TestTailSpillDiskFull points the labels' scratch file at /dev/full:
