@@ -114,20 +114,7 @@ func probeItems(ctx context.Context, l *Listing, handler func(key string) Handle
 			lastErr = fmt.Errorf("%s: %w", e.Key, err)
 			continue
 		}
-		var samples []formats.Sample
-		var size int64
-		rng := NewRand(seed, e.Key, 0)
-		err = errWhole
-		if em, ok := handler(e.Key).(Emitter); ok {
-			samples, size, err = probeEmit(ctx, em, in, rng, shardSize, budget)
-		}
-		if errors.Is(err, errWhole) {
-			if samples, err = handler(e.Key).Samples(ctx, in, 0, NewRand(seed, e.Key, 0)); err == nil {
-				for _, s := range samples {
-					size += s.Bytes()
-				}
-			}
-		}
+		samples, size, err := probeConvert(ctx, handler(e.Key), in, seed, shardSize, budget)
 		if err != nil {
 			if IsFatal(err) {
 				return probedItem{}, err
@@ -148,6 +135,24 @@ func probeItems(ctx context.Context, l *Listing, handler func(key string) Handle
 		return probedItem{}, fmt.Errorf("none of the first inputs could be converted (fix or remove them); last error: %w", lastErr)
 	}
 	return probedItem{perShard: 1024, index: -1}, nil
+}
+
+// probeConvert converts copy 0 of in as a run would and returns its
+// samples' bytes: an Emitter's through probeEmit (samples nil unless it
+// kept them all), any other input whole.
+func probeConvert(ctx context.Context, h Handler, in *Input, seed uint64, shardSize, budget int64) ([]formats.Sample, int64, error) {
+	if em, ok := h.(Emitter); ok {
+		samples, size, err := probeEmit(ctx, em, in, NewRand(seed, in.Key, 0), shardSize, budget)
+		if !errors.Is(err, errWhole) {
+			return samples, size, err
+		}
+	}
+	samples, err := h.Samples(ctx, in, 0, NewRand(seed, in.Key, 0))
+	var size int64
+	for _, s := range samples {
+		size += s.Bytes()
+	}
+	return samples, size, err
 }
 
 // errProbeDone stops an Emitter once the probe knows enough.
