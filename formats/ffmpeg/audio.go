@@ -38,12 +38,9 @@ func Audio(ctx context.Context, path string, opt AudioOptions, fn func(io.Reader
 	if err != nil {
 		return err
 	}
-	stdout, err := cmd.StdoutPipe()
+	stdout, err := start(cmd, path)
 	if err != nil {
-		return fmt.Errorf("ffmpeg %s: %w", path, err)
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("ffmpeg %s: %w", path, err)
+		return err
 	}
 	r := &eofReader{r: bufio.NewReaderSize(stdout, 64<<10)}
 	fnErr := fn(r)

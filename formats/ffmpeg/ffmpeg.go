@@ -13,6 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -110,6 +112,24 @@ func command(ctx context.Context, name string, args ...string) (*exec.Cmd, *tail
 	stderr := &tail{max: 4 << 10}
 	cmd.Stderr = stderr
 	return cmd, stderr, nil
+}
+
+// start starts cmd, run on path, with its output on a pipe of pipeBytes
+// where the system allows (frames and samples come faster than Linux's
+// 64 KiB pipe lets ffmpeg and the reader take turns), and returns the
+// pipe's reading end.
+func start(cmd *exec.Cmd, path string) (io.ReadCloser, error) {
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("ffmpeg %s: %w", path, err)
+	}
+	if f, ok := stdout.(*os.File); ok {
+		widenPipe(f)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("ffmpeg %s: %w", path, err)
+	}
+	return stdout, nil
 }
 
 // fileURL names a local file to ffmpeg so that no part of its name is

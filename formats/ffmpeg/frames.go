@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -83,15 +82,9 @@ func frames(ctx context.Context, path string, opt FrameOptions, fn func(Frame) e
 	if err != nil {
 		return 0, 0, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	stdout, err := start(cmd, path)
 	if err != nil {
-		return 0, 0, fmt.Errorf("ffmpeg %s: %w", path, err)
-	}
-	if f, ok := stdout.(*os.File); ok {
-		widenPipe(f)
-	}
-	if err := cmd.Start(); err != nil {
-		return 0, 0, fmt.Errorf("ffmpeg %s: %w", path, err)
+		return 0, 0, err
 	}
 	fr := frameReader{r: bufio.NewReaderSize(stdout, 64<<10)}
 	n, readErr := fr.each(ctx, opt, fn)
