@@ -8,9 +8,12 @@ package imgdec
 #cgo LDFLAGS: -l:libjpeg.a
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <jpeglib.h>
 #include <jerror.h>
+#include "phuff.h"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -33,7 +36,7 @@ __attribute__((constructor)) static void prep_tune_malloc(void) {
 #endif
 }
 
-enum { prep_ok = 0, prep_fail = 1, prep_truncated = 3, prep_cmyk = 4, prep_cmyk_inverted = 5 };
+enum { prep_ok = 0, prep_fail = 1, prep_truncated = 3, prep_cmyk = 4, prep_cmyk_inverted = 5, prep_retry = 6 };
 
 struct prep_err {
 	struct jpeg_error_mgr pub;
@@ -46,6 +49,9 @@ struct prep_err {
 	// the warnings of those scans are expected.
 	const unsigned char *empty_ac;
 	int n_empty_ac;
+	// phuff_active is set once prep's progressive entropy decoder (phuff.h)
+	// has taken over; retry, when a warning or error came after that.
+	int phuff_active, retry;
 };
 
 // prep_in_empty_scan reports whether c is reading an AC scan that
@@ -66,8 +72,20 @@ static int prep_in_empty_scan(j_common_ptr c, struct prep_err *e) {
 	return 0;
 }
 
+// prep_give_up ends a decode by prep's progressive entropy decoder at the
+// first sign of damage, for libjpeg's own decoder to do it again from the
+// start: prep's matches libjpeg's on well-formed streams, and a damaged one
+// (rare) then gets libjpeg's pixels, warning and error exactly.
+static void prep_give_up(struct prep_err *e) {
+	if (e->phuff_active) {
+		e->retry = 1;
+		longjmp(e->jump, 1);
+	}
+}
+
 static void prep_error_exit(j_common_ptr c) {
 	struct prep_err *e = (struct prep_err *)c->err;
+	prep_give_up(e);
 	(*c->err->format_message)(c, e->msg);
 	longjmp(e->jump, 1);
 }
@@ -87,6 +105,7 @@ static void prep_emit_message(j_common_ptr c, int level) {
 	if (prep_in_empty_scan(c, e)) {
 		return;
 	}
+	prep_give_up(e);
 	if (e->warn[0] == 0) {
 		char buf[JMSG_LENGTH_MAX];
 		(*c->err->format_message)(c, buf);
@@ -132,10 +151,30 @@ static int prep_dc_only(const unsigned char *data, unsigned long size, int num, 
 	return n;
 }
 
+// prep_progress installs prep's progressive entropy decoder (phuff.h) at
+// the one point libjpeg's API offers between choosing its modules and
+// reading the first scan's data: the progress monitor's first call.
+struct prep_progress {
+	struct jpeg_progress_mgr pub;
+	int installed;
+};
+
+static void prep_progress_monitor(j_common_ptr c) {
+	struct prep_progress *p = (struct prep_progress *)c->progress;
+	j_decompress_ptr d = (j_decompress_ptr)c;
+	if (!p->installed && c->global_state == DSTATE_PRELOAD && d->progressive_mode && !d->arith_code) {
+		prep_phuff_install(d);
+		((struct prep_err *)c->err)->phuff_active = 1;
+	}
+	p->installed = 1;
+}
+
 // prep_decode decodes a JPEG scaled by num/8 straight into RGBA rows of
 // stride bytes in out, which must hold exactly want_w × want_h pixels.
 // empty_ac lists n_empty_ac components whose AC scans dropACScans emptied.
-static int prep_decode(const unsigned char *data, unsigned long size, int num,
+// With own_phuff 1 a progressive JPEG's scans are decoded by phuff.h, and
+// the first warning or error after that returns prep_retry.
+static int prep_decode(const unsigned char *data, unsigned long size, int num, int own_phuff,
 		const unsigned char *empty_ac, int n_empty_ac,
 		unsigned char *out, int stride, int want_w, int want_h, char *msg, char *warn, int msglen) {
 	struct jpeg_decompress_struct d;
@@ -149,10 +188,15 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num,
 	e.warnlen = msglen;
 	e.empty_ac = empty_ac;
 	e.n_empty_ac = n_empty_ac;
+	e.phuff_active = 0;
+	e.retry = 0;
 	warn[0] = 0;
 	if (setjmp(e.jump)) {
-		snprintf(msg, msglen, "%s", e.msg);
 		jpeg_destroy_decompress(&d);
+		if (e.retry) {
+			return prep_retry;
+		}
+		snprintf(msg, msglen, "%s", e.msg);
 		return e.truncated ? prep_truncated : prep_fail;
 	}
 	jpeg_create_decompress(&d);
@@ -171,7 +215,16 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num,
 	d.scale_num = num;
 	d.scale_denom = 8;
 	d.dct_method = JDCT_ISLOW; // exact and deterministic; Pillow's default too
+	struct prep_progress progress;
+	memset(&progress, 0, sizeof progress);
+	progress.pub.progress_monitor = prep_progress_monitor;
+	if (own_phuff) {
+		d.progress = &progress.pub;
+	}
 	jpeg_start_decompress(&d);
+	if (e.phuff_active) {
+		prep_phuff_finish(&d);
+	}
 	if ((int)d.output_width != want_w || (int)d.output_height != want_h) {
 		snprintf(msg, msglen, "libjpeg output %ux%u, expected %dx%d",
 			d.output_width, d.output_height, want_w, want_h);
@@ -190,6 +243,7 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num,
 	jpeg_destroy_decompress(&d);
 	return ok;
 }
+
 */
 import "C"
 
@@ -197,6 +251,7 @@ import (
 	"fmt"
 	"image"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -301,6 +356,12 @@ func decodeTurboAt(data []byte, cfg image.Config, num int) (*image.NRGBA, int, s
 // decodeTurboScans is decodeTurboAt; with dropScans false it reads every
 // scan of a progressive JPEG at 1/8 scale too (dcScans).
 func decodeTurboScans(data []byte, cfg image.Config, num int, dropScans bool) (*image.NRGBA, int, string, error) {
+	return decodeTurboWith(data, cfg, num, dropScans, true)
+}
+
+// decodeTurboWith is decodeTurboScans; with ownPhuff false libjpeg's own
+// progressive entropy decoder runs instead of prep's (phuff.h).
+func decodeTurboWith(data []byte, cfg image.Config, num int, dropScans, ownPhuff bool) (*image.NRGBA, int, string, error) {
 	// libjpeg rounds scaled sizes up (jdiv_round_up).
 	w, h := scaledSize(cfg.Width, num), scaledSize(cfg.Height, num)
 	img := newNRGBA(w, h)
@@ -316,10 +377,20 @@ func decodeTurboScans(data []byte, cfg image.Config, num int, dropScans bool) (*
 			src, empty = *s, n
 		}
 	}
-	rc := C.prep_decode((*C.uchar)(unsafe.Pointer(&src[0])), C.ulong(len(src)), C.int(num),
+	rc := C.prep_decode((*C.uchar)(unsafe.Pointer(&src[0])), C.ulong(len(src)), C.int(num), C.int(cbool(ownPhuff)),
 		(*C.uchar)(unsafe.Pointer(&m.ids[0])), C.int(empty),
 		(*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(w), C.int(h),
 		&msg[0], &warn[0], C.int(len(msg)))
+	if rc == C.prep_retry {
+		// prep's progressive decoder met damage: libjpeg decodes the
+		// file again, every scan of it, so that a damaged file comes
+		// out as libjpeg makes it whichever scans dcScans dropped.
+		phuffRetryCount.Add(1)
+		rc = C.prep_decode((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(num), 0,
+			nil, 0,
+			(*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(w), C.int(h),
+			&msg[0], &warn[0], C.int(len(msg)))
+	}
 	switch rc {
 	case C.prep_ok, C.prep_cmyk, C.prep_cmyk_inverted:
 		if rc != C.prep_ok {
@@ -335,4 +406,31 @@ func decodeTurboScans(data []byte, cfg image.Config, num int, dropScans bool) (*
 	}
 	Release(img)
 	return nil, 8, "", fmt.Errorf("corrupt JPEG: libjpeg-turbo: %s", C.GoString(&msg[0]))
+}
+
+// phuffInstalls counts the decodes prep's progressive entropy decoder ran.
+func phuffInstalls() uint64 {
+	return uint64(C.prep_phuff_count())
+}
+
+// phuffRetries counts the decodes prep's progressive entropy decoder gave
+// up on, for libjpeg's to do again.
+func phuffRetries() uint64 { return phuffRetryCount.Load() }
+
+var phuffRetryCount atomic.Uint64
+
+// usePdep makes AC refinement scans find zeros with PDEP or without, and
+// returns the previous choice: for the tests, which check both ways.
+func usePdep(on bool) bool {
+	return C.prep_set_pdep(C.int(cbool(on))) != 0
+}
+
+// fastPdep reports whether this CPU's PDEP is fast (BMI2 and not AMD Zen 1 or 2).
+func fastPdep() bool { return C.prep_fast_pdep() != 0 }
+
+func cbool(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

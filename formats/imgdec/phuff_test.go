@@ -1,0 +1,229 @@
+//go:build cgo
+
+package imgdec
+
+import (
+	"bytes"
+	"image"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// decodeEntropy decodes data at scale num/8 with prep's progressive entropy
+// decoder (own), as a convert does (dropping the scans dcScans drops at
+// 1/8), or with libjpeg's, reading every scan.
+func decodeEntropy(t testing.TB, data []byte, num int, own bool) (*image.NRGBA, string, error) {
+	t.Helper()
+	w, h, ok := jpegSize(data)
+	if !ok {
+		t.Fatal("no JPEG frame header")
+	}
+	img, _, warn, err := decodeTurboWith(data, image.Config{Width: w, Height: h}, num, own, own)
+	return img, warn, err
+}
+
+// sameDecode reports how the two entropy decoders' results for data differ,
+// or "" when pixels, warning and error are the same. At 1/8, where prep's
+// decode drops AC scans it does not need, damage only in those scans
+// leaves prep without libjpeg's warning (and the pixels as they are).
+func sameDecode(t testing.TB, data []byte, num int) string {
+	t.Helper()
+	a, warnA, errA := decodeEntropy(t, data, num, true)
+	b, warnB, errB := decodeEntropy(t, data, num, false)
+	defer func() {
+		if a != nil {
+			Release(a)
+		}
+		if b != nil {
+			Release(b)
+		}
+	}()
+	switch {
+	case (errA == nil) != (errB == nil) || errA != nil && errA.Error() != errB.Error():
+		return "errors: prep " + errString(errA) + ", libjpeg " + errString(errB)
+	case errA != nil:
+		return ""
+	case warnA != warnB && !(num == 1 && warnA == ""):
+		return "warnings: prep " + warnA + ", libjpeg " + warnB
+	case !a.Rect.Eq(b.Rect) || !bytes.Equal(a.Pix, b.Pix):
+		return "pixels differ"
+	}
+	return ""
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "none"
+	}
+	return err.Error()
+}
+
+// progressiveSet returns the progressive test JPEGs (every component
+// layout, restart intervals of 1, 5 and 7 MCUs) and those under
+// PREP_PROGRESSIVE_DIR when set (scripts/benchphotos.py's, say).
+func progressiveSet(t testing.TB) [][]byte {
+	files := progressiveJPEGs(t)
+	if dir := os.Getenv("PREP_PROGRESSIVE_DIR"); dir != "" {
+		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(strings.ToLower(p), ".jpg") {
+				files = append(files, p)
+			}
+			return nil
+		})
+	}
+	var datas [][]byte
+	for _, f := range files {
+		if data := readFile(t, f); isProgressive(data) {
+			datas = append(datas, data)
+		}
+	}
+	if len(datas) < 9 {
+		t.Fatalf("%d progressive JPEGs among %d files", len(datas), len(files))
+	}
+	return datas
+}
+
+// refineModes runs f with AC refinement scans decoded each way this CPU
+// can: with the bit-count search everywhere, with PDEP where it is fast.
+func refineModes(t *testing.T, f func(t *testing.T)) {
+	modes := []bool{false}
+	if fastPdep() {
+		modes = append(modes, true)
+	}
+	for _, pdep := range modes {
+		t.Run(map[bool]string{false: "count", true: "pdep"}[pdep], func(t *testing.T) {
+			was := usePdep(pdep)
+			defer usePdep(was)
+			f(t)
+		})
+	}
+}
+
+// TestProgressiveSameCoefficients: prep's progressive entropy decoder gives
+// libjpeg's pixels at every scale.
+func TestProgressiveSameCoefficients(t *testing.T) {
+	datas := progressiveSet(t)
+	refineModes(t, func(t *testing.T) {
+		before, retries := phuffInstalls(), phuffRetries()
+		for i, data := range datas {
+			for _, num := range []int{8, 4, 2, 1} {
+				if d := sameDecode(t, data, num); d != "" {
+					t.Errorf("JPEG %d at %d/8: %s", i, num, d)
+				}
+			}
+		}
+		if got, want := phuffInstalls()-before, uint64(4*len(datas)); got != want {
+			t.Errorf("prep's decoder ran %d times, want %d", got, want)
+		}
+		if n := phuffRetries() - retries; n != 0 {
+			t.Errorf("prep's decoder gave up on %d well-formed JPEGs", n)
+		}
+	})
+}
+
+// TestProgressiveDamaged: on damaged data prep's decode gives libjpeg's
+// pixels, warning or error — whether the damage is in Huffman codes, in a
+// restart interval, a marker out of place or the end — by giving up at the
+// first sign of damage for libjpeg's decoder to start again.
+func TestProgressiveDamaged(t *testing.T) {
+	var seeds [][]byte
+	for _, f := range []string{"rgb420.jpg", "restart7.jpg", "restart1.jpg", "grey.jpg"} {
+		seeds = append(seeds, readFile(t, filepath.Join(progressiveDir, f)))
+	}
+	type damage struct {
+		name string
+		fn   func(data []byte, at int) []byte
+	}
+	damages := []damage{
+		{"flip", func(d []byte, at int) []byte { d[at] ^= 0x5A; return d }},
+		{"zero", func(d []byte, at int) []byte { d[at], d[at+1] = 0, 0; return d }},
+		{"ones", func(d []byte, at int) []byte { d[at], d[at+1] = 0xFE, 0xFE; return d }},
+		{"rst", func(d []byte, at int) []byte { d[at], d[at+1] = 0xFF, 0xD3; return d }},
+		{"eoi", func(d []byte, at int) []byte { d[at], d[at+1] = 0xFF, 0xD9; return d }},
+		{"cut", func(d []byte, at int) []byte { return d[:at] }},
+		{"gap", func(d []byte, at int) []byte { return append(d[:at:at], d[at+40:]...) }},
+	}
+	refineModes(t, func(t *testing.T) {
+		retries := phuffRetries()
+		for si, seed := range seeds {
+			start := bytes.Index(seed, []byte{0xFF, 0xDA})
+			for _, dm := range damages {
+				for at := start + 20; at+60 < len(seed); at += 397 {
+					data := dm.fn(bytes.Clone(seed), at)
+					for _, num := range []int{8, 2, 1} {
+						if d := sameDecode(t, data, num); d != "" {
+							t.Errorf("seed %d, %s at %d, %d/8: %s", si, dm.name, at, num, d)
+						}
+					}
+				}
+			}
+		}
+		if phuffRetries() == retries {
+			t.Error("prep's decoder never gave up on a damaged JPEG")
+		}
+	})
+}
+
+// isProgressive reports whether data's first frame header is SOF2.
+func isProgressive(data []byte) bool {
+	for i := 2; i+4 <= len(data); {
+		if data[i] != 0xFF {
+			return false
+		}
+		m := data[i+1]
+		switch {
+		case m == 0xC2:
+			return true
+		case m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC:
+			return false
+		}
+		i += 2 + (int(data[i+2])<<8 | int(data[i+3]))
+	}
+	return false
+}
+
+// BenchmarkProgressiveEntropy decodes the progressive test JPEGs, and those
+// of PREP_PROGRESSIVE_DIR, at the scale a resize to 256 picks, with prep's
+// entropy decoder and with libjpeg's.
+func BenchmarkProgressiveEntropy(b *testing.B) {
+	datas := progressiveSet(b)
+	for _, c := range []struct {
+		name string
+		own  bool
+	}{{"prep", true}, {"libjpeg", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				for _, data := range datas {
+					w, h, _ := jpegSize(data)
+					img, _, _, err := decodeTurboWith(data, image.Config{Width: w, Height: h}, scaleFor(w, h, 256, 0), false, c.own)
+					if err != nil {
+						b.Fatal(err)
+					}
+					Release(img)
+				}
+			}
+		})
+	}
+}
+
+// FuzzProgressive checks prep's progressive entropy decoder against
+// libjpeg's on whatever progressive JPEG the fuzzer makes: the same
+// pixels, warning and error (sameDecode), at full size and scaled. Its
+// seeds, under testdata/fuzz, are small progressive JPEGs by Pillow (the
+// fuzzer mutates large inputs slowly); the damaged-file test covers the
+// larger ones with restart markers.
+func FuzzProgressive(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		w, h, ok := jpegSize(b)
+		if !ok || !isProgressive(b) || w*h > 4*fuzzMaxPixels {
+			return
+		}
+		for _, num := range []int{8, 2, 1} {
+			if d := sameDecode(t, b, num); d != "" {
+				t.Fatalf("%dx%d at %d/8: %s", w, h, num, d)
+			}
+		}
+	})
+}
