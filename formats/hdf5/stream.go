@@ -28,6 +28,7 @@ type stream struct {
 	f     *hdf5.File
 	fd    *os.File
 	infos []formats.DatasetInfo // the columns' datasets
+	wb    *formats.Writeback
 }
 
 // start begins streaming the shard after its first sample set the
@@ -91,15 +92,20 @@ func (w *writer) layOut(st *stream, tmp string) (err error) {
 		st.infos = append(st.infos, info)
 	}
 	st.fd, err = os.OpenFile(tmp, os.O_RDWR, 0)
+	if err == nil {
+		st.wb = formats.NewWriteback(st.fd.Fd())
+	}
 	return err
 }
 
-// add writes sample i's fields at their places.
+// add writes sample i's fields at their places, starting their
+// write-back as the file grows (formats.Writeback).
 func (st *stream) add(s *formats.Sample, i int) error {
 	for k, f := range s.Fields {
 		if _, err := st.fd.WriteAt(f.Data, st.infos[k].Offset+int64(i)*int64(len(f.Data))); err != nil {
 			return err
 		}
+		st.wb.Wrote(len(f.Data))
 	}
 	return nil
 }

@@ -29,8 +29,9 @@ type fileWriter struct {
 	err  atomic.Pointer[error] // the goroutine's first error
 
 	// Owned by the goroutine until done is closed.
-	h *formats.Sums
-	n int64
+	h  *formats.Sums
+	n  int64
+	wb *formats.Writeback
 }
 
 func newFileWriter(file *os.File) *fileWriter {
@@ -41,6 +42,7 @@ func newFileWriter(file *os.File) *fileWriter {
 		free: make(chan *[]byte, 2),
 		done: make(chan struct{}),
 		h:    formats.NewSums(),
+		wb:   formats.NewWriteback(file.Fd()),
 	}
 	*f.cur = (*f.cur)[:0]
 	f.free <- chunkPool.Get().(*[]byte)
@@ -55,6 +57,7 @@ func (f *fileWriter) run() {
 			f.h.Write(*b)
 			n, err := f.file.Write(*b)
 			f.n += int64(n)
+			f.wb.Wrote(n)
 			if err != nil {
 				f.err.Store(&err)
 			}
