@@ -145,6 +145,7 @@ def download(pkg, cache):
     debs = sorted(glob.glob(os.path.join(cache, f"{pkg}_*.deb")))
     if debs:
         return debs[-1]
+    os.makedirs(cache, exist_ok=True)  # benchaudio.py's cache too
     r = subprocess.run(["apt-get", "download", "-q", pkg], cwd=cache,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     debs = sorted(glob.glob(os.path.join(cache, f"{pkg}_*.deb")))
