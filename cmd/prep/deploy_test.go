@@ -282,8 +282,11 @@ func TestDeployRejects(t *testing.T) {
 			[]edit{{"--io-workers 64", "--io-worker 64"}},
 			[]string{"deploy/slurm.sbatch: array task 0", "unknown flag: --io-worker"}},
 		{"no ffmpeg", "Dockerfile",
-			[]edit{{"libpng16-16 ffmpeg", "libpng16-16"}},
+			[]edit{{"libflac12 ffmpeg", "libflac12"}},
 			[]string{"Dockerfile", "runtime stage", "ffmpeg"}},
+		{"no libFLAC at run time", "Dockerfile",
+			[]edit{{" libflac12 ", " "}},
+			[]string{"Dockerfile", "runtime stage", "libFLAC"}},
 		{"no libpng at run time", "Dockerfile",
 			[]edit{{" libpng16-16 ", " "}},
 			[]string{"Dockerfile", "runtime stage", "libpng"}},
@@ -1056,6 +1059,9 @@ func checkDockerfile(file string, data []byte, calls *[]*checkedCall) (*imageCon
 	}
 	if !slices.ContainsFunc(pkgs, func(p string) bool { return strings.HasPrefix(p, "libpng") && !strings.HasSuffix(p, "-dev") }) {
 		fail("runtime stage: installs no libpng runtime library (PNG decoding) (%q)", pkgs)
+	}
+	if !slices.ContainsFunc(pkgs, func(p string) bool { return strings.HasPrefix(p, "libflac") && !strings.HasSuffix(p, "-dev") }) {
+		fail("runtime stage: installs no libFLAC runtime library (FLAC decoding) (%q)", pkgs)
 	}
 	if !slices.Contains(pkgs, "ffmpeg") {
 		fail("runtime stage: installs no ffmpeg (video and audio inputs) (%q)", pkgs)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/convert"
+	"github.com/prep-dev/prep/formats/audiodec"
 	"github.com/prep-dev/prep/formats/imgdec"
 )
 
@@ -27,6 +28,7 @@ type fastPaths struct {
 	rgbCopy   string // the copy into RGB samples: "AVX-512 VBMI", "AVX2" or "scalar"
 	godebug   string // the cpu.* settings of GODEBUG (cpu.avx512f=off), which turn paths off
 	decoders  bool   // libjpeg-turbo and libpng are built in (cgo)
+	libFLAC   bool   // libFLAC is built in (cgo)
 }
 
 // detectFastPaths is a variable so that tests can give convert a slow build.
@@ -39,6 +41,7 @@ var detectFastPaths = func() fastPaths {
 		rgbCopy:   convert.RGBSIMD(),
 		godebug:   cpuGODEBUG(),
 		decoders:  imgdec.TurboAvailable(),
+		libFLAC:   audiodec.LibFLACAvailable(),
 	}
 }
 
@@ -66,7 +69,11 @@ func (f fastPaths) lines() []fastPath {
 		jpeg = "image/jpeg, full size only: built without cgo (rebuild: make install)"
 		png = "image/png: built without cgo (rebuild: make install)"
 	}
-	return []fastPath{{"simd", f.simd()}, {"jpeg", jpeg}, {"png", png}}
+	flac := "libFLAC (cgo)"
+	if !f.libFLAC {
+		flac = "github.com/mewkiz/flac, 2x the CPU: built without cgo (rebuild: make install)"
+	}
+	return []fastPath{{"simd", f.simd()}, {"jpeg", jpeg}, {"png", png}, {"flac", flac}}
 }
 
 // simd is the line for the SIMD loops: the path that runs (AVX-512, AVX2

@@ -57,6 +57,8 @@ type source interface {
 	format() (rate, channels int, frames int64) // frames -1: unknown
 	// read fills dst with whole interleaved frames; io.EOF after the last.
 	read(dst []float32) (int, error)
+	// close frees what the decoder holds outside Go's heap (libFLAC's).
+	close()
 }
 
 // Decode reads the audio of the file at path and returns opt.Channels
@@ -87,6 +89,9 @@ func decode[T sample](ctx context.Context, path string, opt Options, conv func([
 	}
 	defer f.Close()
 	src, dec, err := inProcess(bufio.NewReaderSize(f, 64<<10))
+	if src != nil {
+		defer src.close()
+	}
 	fo := ffmpeg.AudioOptions{}
 	if src != nil {
 		if _, ch, _ := src.format(); !pcm.Mixable(ch, opt.Channels) {

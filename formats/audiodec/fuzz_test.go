@@ -31,6 +31,7 @@ func FuzzInProcess(f *testing.F) {
 		if err != nil || src == nil {
 			return
 		}
+		defer src.close()
 		if _, ch, _ := src.format(); ch > 8 {
 			return // mixing many channels is slow, not wrong
 		}

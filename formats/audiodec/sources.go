@@ -22,6 +22,7 @@ func newWAV(r io.Reader) (source, error) {
 }
 
 func (wavSource) name() Decoder                     { return "wav" }
+func (wavSource) close()                            {}
 func (s wavSource) format() (int, int, int64)       { return s.r.Rate, s.r.Channels, s.r.Frames }
 func (s wavSource) read(dst []float32) (int, error) { return s.r.Read(dst) }
 
@@ -36,7 +37,10 @@ type flacSource struct {
 	pending  []float32
 }
 
-func newFLAC(r io.Reader) (source, error) {
+// newGoFLAC opens a FLAC stream with the pure-Go decoder: the one of
+// builds without cgo, and the reference libFLAC's samples are checked
+// against.
+func newGoFLAC(r io.Reader) (source, error) {
 	s, err := flac.New(r)
 	if err != nil {
 		return nil, fmt.Errorf("damaged FLAC header: %w; re-encode or remove the file", err)
@@ -52,6 +56,7 @@ func newFLAC(r io.Reader) (source, error) {
 }
 
 func (*flacSource) name() Decoder { return "flac" }
+func (*flacSource) close()        {}
 
 func (f *flacSource) format() (int, int, int64) {
 	frames := f.frames
@@ -119,6 +124,7 @@ func newVorbis(r io.Reader) (source, error) {
 }
 
 func (vorbisSource) name() Decoder               { return "vorbis" }
+func (vorbisSource) close()                      {}
 func (s vorbisSource) format() (int, int, int64) { return s.r.SampleRate(), s.r.Channels(), -1 }
 
 func (s vorbisSource) read(dst []float32) (int, error) {
