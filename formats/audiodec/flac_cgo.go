@@ -27,18 +27,14 @@ func newFLAC(r io.Reader) (source, error) { return newLibFLAC(r) }
 // LibFLACAvailable reports whether FLAC decodes through libFLAC (cgo).
 func LibFLACAvailable() bool { return true }
 
-// libFLAC is a FLAC stream decoded by libFLAC a frame at a time; a frame's
-// samples wait in pending until read takes them.
+// libFLAC is a FLAC stream decoded by libFLAC a frame at a time.
 type libFLAC struct {
-	f        *C.prep_flac
-	r        io.Reader
-	h        cgo.Handle // of this libFLAC, for prepFlacRead
-	rerr     error      // the reader's error other than io.EOF
-	channels int
-	scale    float32 // 1 / 2^(bits-1)
-	frames   int64   // announced; 0 in the header means unknown
-	done     int64   // frames decoded
-	pending  []float32
+	flacFrames
+	f     *C.prep_flac
+	r     io.Reader
+	h     cgo.Handle // of this libFLAC, for prepFlacRead
+	rerr  error      // the reader's error other than io.EOF
+	chans [][]int32  // the frame's channels, in the C decoder's memory
 }
 
 func newLibFLAC(r io.Reader) (source, error) {
@@ -54,14 +50,12 @@ func newLibFLAC(r io.Reader) (source, error) {
 		s.close()
 		return nil, err
 	}
-	rate, ch, bits := int(s.f.rate), int(s.f.channels), int(s.f.bits)
-	if ch == 0 || rate == 0 || bits < 4 || bits > 32 {
+	f, err := newFLACFrames(int(s.f.rate), int(s.f.channels), int(s.f.bits), uint64(s.f.total))
+	if err != nil {
 		s.close()
-		return nil, fmt.Errorf("damaged FLAC header: %d channels at %d Hz, %d bits; re-encode or remove the file", ch, rate, bits)
+		return nil, err
 	}
-	s.channels = ch
-	s.scale = float32(1 / float64(uint64(1)<<(bits-1)))
-	s.frames = int64(s.f.total)
+	s.flacFrames = f
 	return s, nil
 }
 
@@ -82,43 +76,25 @@ func (s *libFLAC) failure(what string) error {
 	return fmt.Errorf("%s: libFLAC: %s; re-encode or remove the file", what, state)
 }
 
-func (*libFLAC) name() Decoder { return "flac" }
-
-func (s *libFLAC) format() (int, int, int64) {
-	frames := s.frames
-	if frames == 0 {
-		frames = -1
-	}
-	return int(s.f.rate), s.channels, frames
-}
-
 func (s *libFLAC) read(dst []float32) (int, error) {
 	for len(s.pending) == 0 {
 		switch C.prep_flac_next(s.f) {
 		case 0:
-			if s.frames > 0 && s.done < s.frames {
-				return 0, fmt.Errorf("FLAC cut off: %d of the %d frames its header announces; copy the file again or remove it", s.done, s.frames)
-			}
-			return 0, io.EOF
+			return 0, s.end()
 		case -1:
 			return 0, s.failure(fmt.Sprintf("damaged FLAC frame after sample %d", s.done))
 		}
-		if ch := int(s.f.frame_channels); ch != s.channels {
-			return 0, fmt.Errorf("damaged FLAC frame after sample %d: %d channels, the header says %d", s.done, ch, s.channels)
+		n, ch := int(s.f.blocksize), int(s.f.frame_channels)
+		planar := unsafe.Slice((*int32)(unsafe.Pointer(s.f.planar)), n*ch)
+		s.chans = s.chans[:0]
+		for c := range ch {
+			s.chans = append(s.chans, planar[c*n:(c+1)*n])
 		}
-		n := int(s.f.blocksize)
-		planar := unsafe.Slice((*int32)(unsafe.Pointer(s.f.planar)), n*s.channels)
-		s.pending = s.pending[:0]
-		for i := range n {
-			for c := range s.channels {
-				s.pending = append(s.pending, float32(planar[c*n+i])*s.scale)
-			}
+		if err := s.add(s.chans); err != nil {
+			return 0, err
 		}
-		s.done += int64(n)
 	}
-	n := copy(dst[:len(dst)/s.channels*s.channels], s.pending)
-	s.pending = s.pending[n:]
-	return n, nil
+	return s.take(dst), nil
 }
 
 // close frees libFLAC's decoder.

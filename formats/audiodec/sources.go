@@ -26,15 +26,75 @@ func (wavSource) close()                            {}
 func (s wavSource) format() (int, int, int64)       { return s.r.Rate, s.r.Channels, s.r.Frames }
 func (s wavSource) read(dst []float32) (int, error) { return s.r.Read(dst) }
 
-// flacSource decodes FLAC frames one at a time; a frame's samples wait in
-// pending until read takes them.
+// flacFrames is what the two FLAC decoders share: the stream's format
+// from its STREAMINFO, and the last frame's samples, interleaved and
+// scaled, waiting in pending until read takes them.
+type flacFrames struct {
+	rate, channels int
+	scale          float32 // 1 / 2^(bits-1)
+	frames         int64   // announced; 0 in the header means unknown
+	done           int64   // frames decoded
+	pending        []float32
+}
+
+func newFLACFrames(rate, channels, bits int, total uint64) (flacFrames, error) {
+	if channels == 0 || rate == 0 || bits < 4 || bits > 32 {
+		return flacFrames{}, fmt.Errorf("damaged FLAC header: %d channels at %d Hz, %d bits; re-encode or remove the file",
+			channels, rate, bits)
+	}
+	return flacFrames{rate: rate, channels: channels,
+		scale:  float32(1 / float64(uint64(1)<<(bits-1))),
+		frames: int64(total)}, nil
+}
+
+func (*flacFrames) name() Decoder { return "flac" }
+
+func (f *flacFrames) format() (int, int, int64) {
+	frames := f.frames
+	if frames == 0 {
+		frames = -1
+	}
+	return f.rate, f.channels, frames
+}
+
+// add makes a frame's samples, one slice a channel, the pending ones.
+func (f *flacFrames) add(chans [][]int32) error {
+	if len(chans) != f.channels {
+		return fmt.Errorf("damaged FLAC frame after sample %d: %d channels, the header says %d", f.done, len(chans), f.channels)
+	}
+	n := len(chans[0])
+	f.pending = f.pending[:0]
+	for i := range n {
+		for _, c := range chans {
+			f.pending = append(f.pending, float32(c[i])*f.scale)
+		}
+	}
+	f.done += int64(n)
+	return nil
+}
+
+// end is read's error at the end of the stream: io.EOF, unless frames the
+// header announced are missing.
+func (f *flacFrames) end() error {
+	if f.frames > 0 && f.done < f.frames {
+		return fmt.Errorf("FLAC cut off: %d of the %d frames its header announces; copy the file again or remove it", f.done, f.frames)
+	}
+	return io.EOF
+}
+
+// take moves pending samples to dst, whole frames of them.
+func (f *flacFrames) take(dst []float32) int {
+	n := copy(dst[:len(dst)/f.channels*f.channels], f.pending)
+	f.pending = f.pending[n:]
+	return n
+}
+
+// flacSource is a FLAC stream decoded by github.com/mewkiz/flac a frame
+// at a time.
 type flacSource struct {
-	s        *flac.Stream
-	channels int
-	scale    float32 // 1 / 2^(bits-1)
-	frames   int64   // announced; 0 in the header means unknown
-	done     int64   // frames decoded
-	pending  []float32
+	flacFrames
+	s     *flac.Stream
+	chans [][]int32
 }
 
 // newGoFLAC opens a FLAC stream with the pure-Go decoder: the one of
@@ -46,34 +106,20 @@ func newGoFLAC(r io.Reader) (source, error) {
 		return nil, fmt.Errorf("damaged FLAC header: %w; re-encode or remove the file", err)
 	}
 	info := s.Info
-	if info.NChannels == 0 || info.SampleRate == 0 || info.BitsPerSample < 4 || info.BitsPerSample > 32 {
-		return nil, fmt.Errorf("damaged FLAC header: %d channels at %d Hz, %d bits; re-encode or remove the file",
-			info.NChannels, info.SampleRate, info.BitsPerSample)
+	f, err := newFLACFrames(int(info.SampleRate), int(info.NChannels), int(info.BitsPerSample), info.NSamples)
+	if err != nil {
+		return nil, err
 	}
-	return &flacSource{s: s, channels: int(info.NChannels),
-		scale:  float32(1 / float64(uint64(1)<<(info.BitsPerSample-1))),
-		frames: int64(info.NSamples)}, nil
+	return &flacSource{flacFrames: f, s: s}, nil
 }
 
-func (*flacSource) name() Decoder { return "flac" }
-func (*flacSource) close()        {}
-
-func (f *flacSource) format() (int, int, int64) {
-	frames := f.frames
-	if frames == 0 {
-		frames = -1
-	}
-	return int(f.s.Info.SampleRate), f.channels, frames
-}
+func (*flacSource) close() {}
 
 func (f *flacSource) read(dst []float32) (int, error) {
 	for len(f.pending) == 0 {
 		fr, err := f.s.ParseNext()
 		if err == io.EOF {
-			if f.frames > 0 && f.done < f.frames {
-				return 0, fmt.Errorf("FLAC cut off: %d of the %d frames its header announces; copy the file again or remove it", f.done, f.frames)
-			}
-			return 0, io.EOF
+			return 0, f.end()
 		}
 		if err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -81,21 +127,15 @@ func (f *flacSource) read(dst []float32) (int, error) {
 			}
 			return 0, fmt.Errorf("damaged FLAC frame after sample %d: %w; re-encode or remove the file", f.done, err)
 		}
-		if len(fr.Subframes) != f.channels {
-			return 0, fmt.Errorf("damaged FLAC frame after sample %d: %d channels, the header says %d", f.done, len(fr.Subframes), f.channels)
+		f.chans = f.chans[:0]
+		for _, sf := range fr.Subframes {
+			f.chans = append(f.chans, sf.Samples)
 		}
-		n := len(fr.Subframes[0].Samples)
-		f.pending = f.pending[:0]
-		for i := range n {
-			for _, sf := range fr.Subframes {
-				f.pending = append(f.pending, float32(sf.Samples[i])*f.scale)
-			}
+		if err := f.add(f.chans); err != nil {
+			return 0, err
 		}
-		f.done += int64(n)
 	}
-	n := copy(dst[:len(dst)/f.channels*f.channels], f.pending)
-	f.pending = f.pending[n:]
-	return n, nil
+	return f.take(dst), nil
 }
 
 // vorbisSource decodes Ogg Vorbis.
