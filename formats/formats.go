@@ -273,6 +273,11 @@ func TempName(path string) string { return path + ".tmp" }
 // its temp files.
 func SpillName(path string, k int) string { return TempName(path) + ".spill" + strconv.Itoa(k) }
 
+// LayoutName is the name of the scratch file a shard writer lays a shard
+// out in again beside path's TempName ("shard-000001.h5.tmp.layout") when
+// fewer samples came than it planned for. IsTemp knows it too.
+func LayoutName(path string) string { return TempName(path) + ".layout" }
+
 // IsTemp reports whether name (a base name or a slash-separated key) is a
 // file prep is still writing: one of its own files (IsPrepFile) under its
 // TempName, or a scratch file beside one (SpillName). Other files that end
@@ -281,6 +286,8 @@ func IsTemp(name string) bool {
 	base := name[strings.LastIndexByte(name, '/')+1:]
 	if i := strings.LastIndex(base, ".spill"); i >= 0 && isDigits(base[i+len(".spill"):]) {
 		base = base[:i]
+	} else {
+		base = strings.TrimSuffix(base, ".layout")
 	}
 	stem, ok := strings.CutSuffix(base, ".tmp")
 	return ok && IsPrepFile(stem)

@@ -23,6 +23,9 @@ func TestIsTemp(t *testing.T) {
 		{"backup.tmp.spill0", false},
 		{"shard-1.h5.tmp.spill0", false}, // too few digits: the user's
 		{"shard-000001.h5.tmp.spill0.tmp", false},
+		{LayoutName("dst/shard-000001.h5"), true},
+		{"shard-000001.h5.layout", false},            // not beside a temp file
+		{"shard-000001.h5.tmp.spill0.layout", false}, // one suffix at most
 	} {
 		if got := IsTemp(tc.name); got != tc.want {
 			t.Errorf("IsTemp(%q) = %v, want %v", tc.name, got, tc.want)

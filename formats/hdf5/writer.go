@@ -104,7 +104,8 @@ type writer struct {
 	tail   tail // their labels and keys (tail.go)
 	rate   int  // the first sample's audio rate; every sample must share it
 	stream *stream
-	budget int64 // gathered bytes kept in memory before they spill (spillAfter)
+	kept   *stream // the streamed file a shrink keeps the samples in (shrink)
+	budget int64   // gathered bytes kept in memory before they spill (spillAfter)
 	// tailBudget is the bytes of labels and keys kept in memory before
 	// they spill (tailAfter).
 	tailBudget int64
@@ -323,6 +324,7 @@ func (w *writer) Abort() error {
 		w.stream.close()
 		w.stream = nil
 	}
+	w.dropKept()
 	err := os.Remove(formats.TempName(w.path))
 	if os.IsNotExist(err) {
 		return nil
@@ -337,6 +339,7 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 			w.stream.close()
 			w.stream = nil
 		}
+		w.dropKept()
 	}()
 	tmp := formats.TempName(w.path)
 	if w.stream != nil && w.n != w.expect {
@@ -348,13 +351,20 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 	}
 	var infos []formats.DatasetInfo
 	var err error
+	laidOut := tmp // the file the library lays the shard out in
+	if w.kept != nil {
+		laidOut = formats.LayoutName(w.path)
+	}
 	if w.stream != nil {
 		infos, err = w.finishStream()
 	} else {
 		infos, err = w.write(tmp)
 	}
 	if err == nil {
-		err = w.fill(tmp, infos)
+		err = w.fill(laidOut, infos)
+	}
+	if err == nil && w.kept != nil {
+		err = w.transplant(laidOut, infos)
 	}
 	if err != nil {
 		os.Remove(tmp)

@@ -168,19 +168,28 @@ func TestReproducible(t *testing.T) {
 // a shard streamed into the file (the hint right, fixed shapes) equals
 // one gathered in memory (no hint), and so does one that starts streaming
 // and falls back to gathering, when more or fewer samples come than the
-// hint said or the column turns ragged after some samples.
+// hint said or the column turns ragged after some samples. Fewer samples
+// with one column keep them in place (shrink); with two, they are copied.
 func TestExpect(t *testing.T) {
 	dir := t.TempDir()
+	twoColumns := func(key string, seed byte) *formats.Sample {
+		s := imageSample(key, 0, 3, 3, seed)
+		s.Fields = append(s.Fields, formats.Field{Name: "extra", Tensor: formats.Tensor{DType: formats.Uint8, Shape: []int{5}, Data: []byte{seed, 1, 2, 3, 4}}})
+		return s
+	}
 	for _, tc := range []struct {
 		name    string
 		samples []*formats.Sample
 		shapes  any // h5py's shapes dataset, nil for none
+		inPlace int64
 	}{
-		{"fixed", []*formats.Sample{imageSample("k1", 0, 3, 3, 1), imageSample("k2", 1, 3, 3, 2), imageSample("k3", 1, 3, 3, 3)}, nil},
+		{"fixed", []*formats.Sample{imageSample("k1", 0, 3, 3, 1), imageSample("k2", 1, 3, 3, 2), imageSample("k3", 1, 3, 3, 3)}, nil, 1},
 		{"ragged", []*formats.Sample{imageSample("k1", 0, 3, 3, 1), imageSample("k2", 1, 3, 3, 2), imageSample("k3", 1, 4, 3, 3)},
-			[]any{[]any{3, 3, 3}, []any{3, 3, 3}, []any{4, 3, 3}}},
+			[]any{[]any{3, 3, 3}, []any{3, 3, 3}, []any{4, 3, 3}}, 0},
+		{"two columns", []*formats.Sample{twoColumns("k1", 1), twoColumns("k2", 2), twoColumns("k3", 3)}, nil, 0},
 	} {
 		var sums []string
+		before := inPlaceShrinks.Load()
 		for _, expect := range []int{-1, 0, 1, 2, 3, 100} {
 			path := filepath.Join(dir, fmt.Sprintf("%s%d.h5", tc.name, expect))
 			w, err := Format{}.Create(path, formats.ShardMeta{Version: "test"})
@@ -221,8 +230,11 @@ out["shapes"] = f["shapes"][...].tolist() if "shapes" in f else None`)
 				t.Errorf("%s, hint case %d: sha256 %s, without a hint %s", tc.name, i+1, s, sums[0])
 			}
 		}
+		if n := inPlaceShrinks.Load() - before; n != tc.inPlace {
+			t.Errorf("%s: %d shrinks kept the samples in place, want %d", tc.name, n, tc.inPlace)
+		}
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp*")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
 }
