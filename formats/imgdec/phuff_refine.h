@@ -5,6 +5,7 @@
 
 PREP_REFINE_ATTR static boolean PREP_REFINE(j_decompress_ptr cinfo, JBLOCKROW *mcu) {
 	prep_phuff *e = (prep_phuff *)cinfo->entropy;
+	prep_prefetch(mcu[0], 4);
 	prep_mcu_start(cinfo, e);
 	if (!e->pub.insufficient_data) {
 		JCOEF *blk = mcu[0][0];
