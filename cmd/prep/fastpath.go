@@ -27,8 +27,7 @@ type fastPaths struct {
 	resampler string // the resampler's loops: "AVX-512", "AVX2" or "scalar"
 	rgbCopy   string // the copy into RGB samples: "AVX-512 VBMI", "AVX2" or "scalar"
 	godebug   string // the cpu.* settings of GODEBUG (cpu.avx512f=off), which turn paths off
-	decoders  bool   // libjpeg-turbo and libpng are built in (cgo)
-	libFLAC   bool   // libFLAC is built in (cgo)
+	decoders  bool   // libjpeg-turbo, libpng and libFLAC are built in (cgo)
 }
 
 // detectFastPaths is a variable so that tests can give convert a slow build.
@@ -40,8 +39,7 @@ var detectFastPaths = func() fastPaths {
 		resampler: augment.SIMD(),
 		rgbCopy:   convert.RGBSIMD(),
 		godebug:   cpuGODEBUG(),
-		decoders:  imgdec.TurboAvailable(),
-		libFLAC:   audiodec.LibFLACAvailable(),
+		decoders:  imgdec.TurboAvailable() && audiodec.LibFLACAvailable(),
 	}
 }
 
@@ -64,13 +62,10 @@ func cpuSIMD() string {
 type fastPath struct{ name, what string }
 
 func (f fastPaths) lines() []fastPath {
-	jpeg, png := "libjpeg-turbo, with DCT scaling (cgo)", "libpng (cgo)"
+	jpeg, png, flac := "libjpeg-turbo, with DCT scaling (cgo)", "libpng (cgo)", "libFLAC (cgo)"
 	if !f.decoders {
 		jpeg = "image/jpeg, full size only: built without cgo (rebuild: make install)"
 		png = "image/png: built without cgo (rebuild: make install)"
-	}
-	flac := "libFLAC (cgo)"
-	if !f.libFLAC {
 		flac = "github.com/mewkiz/flac, 2x the CPU: built without cgo (rebuild: make install)"
 	}
 	return []fastPath{{"simd", f.simd()}, {"jpeg", jpeg}, {"png", png}, {"flac", flac}}

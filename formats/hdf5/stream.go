@@ -233,7 +233,7 @@ func sameStarts(a, b []formats.DatasetInfo) bool {
 // offsets, cuts the kept file to the laid-out file's size, and removes the
 // laid-out file. The kept file, at the temp name, is then byte for byte
 // the laid-out file with the samples in place.
-func (w *writer) transplant(laidOut string, infos []formats.DatasetInfo) error {
+func (w *writer) transplant(laidOut string) error {
 	src, err := os.Open(laidOut)
 	if err != nil {
 		return err

@@ -364,7 +364,7 @@ func (w *writer) Close() (formats.ShardInfo, error) {
 		err = w.fill(laidOut, infos)
 	}
 	if err == nil && w.kept != nil {
-		err = w.transplant(laidOut, infos)
+		err = w.transplant(laidOut)
 	}
 	if err != nil {
 		os.Remove(tmp)

@@ -19,6 +19,7 @@
 
 #define JPEG_INTERNALS
 #include <jpegint.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #if defined(__SSE2__)

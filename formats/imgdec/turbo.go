@@ -9,7 +9,6 @@ package imgdec
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <limits.h>
 #include <setjmp.h>
 #include <jpeglib.h>
 #include <jerror.h>
