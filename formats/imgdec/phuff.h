@@ -217,6 +217,10 @@ typedef struct {
 	unsigned int restarts_to_go;
 	prep_htab *tabs[2][NUM_HUFF_TBLS]; // [0] DC, [1] AC
 	prep_htab *ac;
+	// Sequential scans (shuff.h): each block's tables, and whether its DC
+	// (1) or all its coefficients (2) are stored.
+	const prep_htab *dcb[D_MAX_BLOCKS_IN_MCU], *acb[D_MAX_BLOCKS_IN_MCU];
+	unsigned char need[D_MAX_BLOCKS_IN_MCU];
 } prep_phuff;
 
 static void prep_load(j_decompress_ptr cinfo, prep_phuff *e) {
@@ -741,8 +745,9 @@ static void prep_phuff_install(j_decompress_ptr cinfo) {
 	prep_scan(cinfo, e, FALSE);
 }
 
-// prep_phuff_finish checks the end of the last scan as prep_scan checks
-// the others: called once libjpeg has read the whole file.
-static void prep_phuff_finish(j_decompress_ptr cinfo) {
+// prep_entropy_finish checks the end of the last scan as prep_scan and
+// prep_seq_scan check the others: called once prep's decoder (either) has
+// decoded every scan.
+static void prep_entropy_finish(j_decompress_ptr cinfo) {
 	prep_leftover(cinfo, (prep_phuff *)cinfo->entropy);
 }

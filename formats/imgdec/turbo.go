@@ -13,6 +13,7 @@ package imgdec
 #include <jpeglib.h>
 #include <jerror.h>
 #include "phuff.h"
+#include "shuff.h"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -150,30 +151,42 @@ static int prep_dc_only(const unsigned char *data, unsigned long size, int num, 
 	return n;
 }
 
-// prep_progress installs prep's progressive entropy decoder (phuff.h) at
-// the one point libjpeg's API offers between choosing its modules and
-// reading the first scan's data: the progress monitor's first call.
+// prep_progress installs prep's entropy decoder (phuff.h, shuff.h) into a
+// JPEG of several scans at the one point libjpeg's API offers between
+// choosing its modules and reading the first scan's data: the progress
+// monitor's first call. (A single-scan JPEG gets it after
+// jpeg_start_decompress, which reads no data for one.)
 struct prep_progress {
 	struct jpeg_progress_mgr pub;
-	int installed;
+	int called;
 };
+
+static void prep_install(j_decompress_ptr d) {
+	if (d->arith_code) {
+		return;
+	}
+	if (d->progressive_mode) {
+		prep_phuff_install(d);
+	} else {
+		prep_seq_install(d);
+	}
+	((struct prep_err *)d->err)->phuff_active = 1;
+}
 
 static void prep_progress_monitor(j_common_ptr c) {
 	struct prep_progress *p = (struct prep_progress *)c->progress;
-	j_decompress_ptr d = (j_decompress_ptr)c;
-	if (!p->installed && c->global_state == DSTATE_PRELOAD && d->progressive_mode && !d->arith_code) {
-		prep_phuff_install(d);
-		((struct prep_err *)c->err)->phuff_active = 1;
+	if (!p->called && c->global_state == DSTATE_PRELOAD) {
+		prep_install((j_decompress_ptr)c);
 	}
-	p->installed = 1;
+	p->called = 1;
 }
 
 // prep_decode decodes a JPEG scaled by num/8 straight into RGBA rows of
 // stride bytes in out, which must hold exactly want_w × want_h pixels.
 // empty_ac lists n_empty_ac components whose AC scans dropACScans emptied.
-// With own_phuff 1 a progressive JPEG's scans are decoded by phuff.h, and
-// the first warning or error after that returns prep_retry.
-static int prep_decode(const unsigned char *data, unsigned long size, int num, int own_phuff,
+// With own 1 its scans are decoded by prep's entropy decoders (phuff.h,
+// shuff.h), and the first warning or error after that returns prep_retry.
+static int prep_decode(const unsigned char *data, unsigned long size, int num, int own,
 		const unsigned char *empty_ac, int n_empty_ac,
 		unsigned char *out, int stride, int want_w, int want_h, char *msg, char *warn, int msglen) {
 	struct jpeg_decompress_struct d;
@@ -217,12 +230,12 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num, i
 	struct prep_progress progress;
 	memset(&progress, 0, sizeof progress);
 	progress.pub.progress_monitor = prep_progress_monitor;
-	if (own_phuff) {
+	if (own) {
 		d.progress = &progress.pub;
 	}
 	jpeg_start_decompress(&d);
-	if (e.phuff_active) {
-		prep_phuff_finish(&d);
+	if (own && !d.inputctl->has_multiple_scans) {
+		prep_install(&d);
 	}
 	if ((int)d.output_width != want_w || (int)d.output_height != want_h) {
 		snprintf(msg, msglen, "libjpeg output %ux%u, expected %dx%d",
@@ -237,6 +250,9 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num, i
 			rows[n] = out + (size_t)(d.output_scanline + n) * stride;
 		}
 		jpeg_read_scanlines(&d, rows, n);
+	}
+	if (e.phuff_active) {
+		prep_entropy_finish(&d);
 	}
 	jpeg_finish_decompress(&d);
 	jpeg_destroy_decompress(&d);
@@ -358,9 +374,9 @@ func decodeTurboScans(data []byte, cfg image.Config, num int, dropScans bool) (*
 	return decodeTurboWith(data, cfg, num, dropScans, true)
 }
 
-// decodeTurboWith is decodeTurboScans; with ownPhuff false libjpeg's own
-// progressive entropy decoder runs instead of prep's (phuff.h).
-func decodeTurboWith(data []byte, cfg image.Config, num int, dropScans, ownPhuff bool) (*image.NRGBA, int, string, error) {
+// decodeTurboWith is decodeTurboScans; with own false libjpeg's own
+// entropy decoders run instead of prep's (phuff.h, shuff.h).
+func decodeTurboWith(data []byte, cfg image.Config, num int, dropScans, own bool) (*image.NRGBA, int, string, error) {
 	// libjpeg rounds scaled sizes up (jdiv_round_up).
 	w, h := scaledSize(cfg.Width, num), scaledSize(cfg.Height, num)
 	img := newNRGBA(w, h)
@@ -376,12 +392,12 @@ func decodeTurboWith(data []byte, cfg image.Config, num int, dropScans, ownPhuff
 			src, empty = *s, n
 		}
 	}
-	rc := C.prep_decode((*C.uchar)(unsafe.Pointer(&src[0])), C.ulong(len(src)), C.int(num), C.int(cbool(ownPhuff)),
+	rc := C.prep_decode((*C.uchar)(unsafe.Pointer(&src[0])), C.ulong(len(src)), C.int(num), C.int(cbool(own)),
 		(*C.uchar)(unsafe.Pointer(&m.ids[0])), C.int(empty),
 		(*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(w), C.int(h),
 		&msg[0], &warn[0], C.int(len(msg)))
 	if rc == C.prep_retry {
-		// prep's progressive decoder met damage: libjpeg decodes the
+		// prep's entropy decoder met damage: libjpeg decodes the
 		// file again, every scan of it, so that a damaged file comes
 		// out as libjpeg makes it whichever scans dcScans dropped.
 		phuffRetryCount.Add(1)
@@ -412,7 +428,12 @@ func phuffInstalls() uint64 {
 	return uint64(C.prep_phuff_count())
 }
 
-// phuffRetries counts the decodes prep's progressive entropy decoder gave
+// seqInstalls counts the decodes prep's sequential entropy decoder ran.
+func seqInstalls() uint64 {
+	return uint64(C.prep_seq_count())
+}
+
+// phuffRetries counts the decodes prep's entropy decoders (either) gave
 // up on, for libjpeg's to do again.
 func phuffRetries() uint64 { return phuffRetryCount.Load() }
 

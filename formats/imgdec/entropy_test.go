@@ -11,9 +11,9 @@ import (
 	"testing"
 )
 
-// decodeEntropy decodes data at scale num/8 with prep's progressive entropy
-// decoder (own), as a convert does (dropping the scans dcScans drops at
-// 1/8), or with libjpeg's, reading every scan.
+// decodeEntropy decodes data at scale num/8 with prep's entropy decoders
+// (own), as a convert does (dropping the scans dcScans drops at 1/8), or
+// with libjpeg's, reading every scan.
 func decodeEntropy(t testing.TB, data []byte, num int, own bool) (*image.NRGBA, string, error) {
 	t.Helper()
 	w, h, ok := jpegSize(data)
@@ -60,12 +60,28 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// progressiveSet returns the progressive test JPEGs (every component
-// layout, restart intervals of 1, 5 and 7 MCUs) and those under
-// PREP_PROGRESSIVE_DIR when set (scripts/benchphotos.py's, say).
-func progressiveSet(t testing.TB) [][]byte {
-	files := progressiveJPEGs(t)
-	if dir := os.Getenv("PREP_PROGRESSIVE_DIR"); dir != "" {
+// jpegSet returns the test JPEGs of one kind, progressive or sequential,
+// and those of that kind under PREP_JPEG_DIR when set
+// (scripts/benchphotos.py's, say). The progressive ones have every
+// component layout and restart intervals of 1, 5 and 7 MCUs; the
+// sequential ones those too, CMYK and YCCK, and one of a scan per
+// component.
+func jpegSet(t testing.TB, progressive bool) [][]byte {
+	var files []string
+	if progressive {
+		files = progressiveJPEGs(t)
+	} else {
+		for _, pattern := range []string{
+			"../../testdata/sequential/*.jpg", imagesDir + "/*/*.jpg", "../../testdata/edge/*.jpg",
+		} {
+			m, err := filepath.Glob(pattern)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, m...)
+		}
+	}
+	if dir := os.Getenv("PREP_JPEG_DIR"); dir != "" {
 		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() && strings.HasSuffix(strings.ToLower(p), ".jpg") {
 				files = append(files, p)
@@ -75,14 +91,27 @@ func progressiveSet(t testing.TB) [][]byte {
 	}
 	var datas [][]byte
 	for _, f := range files {
-		if data := readFile(t, f); isProgressive(data) {
-			datas = append(datas, data)
+		data := readFile(t, f)
+		if _, _, ok := jpegSize(data); ok && isProgressive(data) == progressive {
+			// Well-formed ones only: libjpeg decodes them without a warning.
+			if img, _, warn, err := decodeTurboWith(data, cfgOf(data), 8, false, false); err == nil {
+				Release(img)
+				if warn == "" {
+					datas = append(datas, data)
+				}
+			}
 		}
 	}
 	if len(datas) < 9 {
-		t.Fatalf("%d progressive JPEGs among %d files", len(datas), len(files))
+		t.Fatalf("%d JPEGs (progressive %v) among %d files", len(datas), progressive, len(files))
 	}
 	return datas
+}
+
+// cfgOf returns the size in data's frame header.
+func cfgOf(data []byte) image.Config {
+	w, h, _ := jpegSize(data)
+	return image.Config{Width: w, Height: h}
 }
 
 // refineModes runs f with AC refinement scans decoded each way this CPU
@@ -104,7 +133,7 @@ func refineModes(t *testing.T, f func(t *testing.T)) {
 // TestProgressiveSameCoefficients: prep's progressive entropy decoder gives
 // libjpeg's pixels at every scale.
 func TestProgressiveSameCoefficients(t *testing.T) {
-	datas := progressiveSet(t)
+	datas := jpegSet(t, true)
 	refineModes(t, func(t *testing.T) {
 		before, retries := phuffInstalls(), phuffRetries()
 		for i, data := range datas {
@@ -123,14 +152,39 @@ func TestProgressiveSameCoefficients(t *testing.T) {
 	})
 }
 
-// TestProgressiveDamaged: on damaged data prep's decode gives libjpeg's
-// pixels, warning or error — whether the damage is in Huffman codes, in a
-// restart interval, a marker out of place or the end — by giving up at the
-// first sign of damage for libjpeg's decoder to start again.
-func TestProgressiveDamaged(t *testing.T) {
-	var seeds [][]byte
-	for _, f := range []string{"rgb420.jpg", "restart7.jpg", "restart1.jpg", "grey.jpg"} {
-		seeds = append(seeds, readFile(t, filepath.Join(progressiveDir, f)))
+// TestSequentialSameCoefficients: prep's sequential entropy decoder gives
+// libjpeg's pixels at every scale (at 1/8 libjpeg keeps only the DC
+// coefficients), for one scan or several.
+func TestSequentialSameCoefficients(t *testing.T) {
+	datas := jpegSet(t, false)
+	before, retries := seqInstalls(), phuffRetries()
+	for i, data := range datas {
+		for _, num := range []int{8, 4, 2, 1} {
+			if d := sameDecode(t, data, num); d != "" {
+				t.Errorf("JPEG %d at %d/8: %s", i, num, d)
+			}
+		}
+	}
+	if got, want := seqInstalls()-before, uint64(4*len(datas)); got != want {
+		t.Errorf("prep's decoder ran %d times, want %d", got, want)
+	}
+	if n := phuffRetries() - retries; n != 0 {
+		t.Errorf("prep's decoder gave up on %d well-formed JPEGs", n)
+	}
+}
+
+// TestEntropyDamaged: on damaged data prep's decode gives libjpeg's pixels,
+// warning or error — whether the damage is in Huffman codes, in a restart
+// interval, a marker out of place or the end — by giving up at the first
+// sign of damage for libjpeg's decoder to start again; progressive and
+// sequential JPEGs alike.
+func TestEntropyDamaged(t *testing.T) {
+	kinds := []struct {
+		name  string
+		files []string
+	}{
+		{"progressive", []string{"progressive/rgb420.jpg", "progressive/restart7.jpg", "progressive/restart1.jpg", "progressive/grey.jpg"}},
+		{"sequential", []string{"sequential/restart7.jpg", "sequential/restart1.jpg", "sequential/noninterleaved.jpg", "images/everyday/camera.jpg"}},
 	}
 	type damage struct {
 		name string
@@ -145,25 +199,34 @@ func TestProgressiveDamaged(t *testing.T) {
 		{"cut", func(d []byte, at int) []byte { return d[:at] }},
 		{"gap", func(d []byte, at int) []byte { return append(d[:at:at], d[at+40:]...) }},
 	}
-	refineModes(t, func(t *testing.T) {
-		retries := phuffRetries()
-		for si, seed := range seeds {
-			start := bytes.Index(seed, []byte{0xFF, 0xDA})
-			for _, dm := range damages {
-				for at := start + 20; at+60 < len(seed); at += 397 {
-					data := dm.fn(bytes.Clone(seed), at)
-					for _, num := range []int{8, 2, 1} {
-						if d := sameDecode(t, data, num); d != "" {
-							t.Errorf("seed %d, %s at %d, %d/8: %s", si, dm.name, at, num, d)
+	for _, kind := range kinds {
+		t.Run(kind.name, func(t *testing.T) {
+			modes := refineModes
+			if kind.name == "sequential" {
+				modes = func(t *testing.T, f func(t *testing.T)) { f(t) }
+			}
+			modes(t, func(t *testing.T) {
+				retries := phuffRetries()
+				for _, f := range kind.files {
+					seed := readFile(t, filepath.Join("../../testdata", f))
+					start := bytes.Index(seed, []byte{0xFF, 0xDA})
+					for _, dm := range damages {
+						for at := start + 20; at+60 < len(seed); at += 397 {
+							data := dm.fn(bytes.Clone(seed), at)
+							for _, num := range []int{8, 2, 1} {
+								if d := sameDecode(t, data, num); d != "" {
+									t.Errorf("%s, %s at %d, %d/8: %s", f, dm.name, at, num, d)
+								}
+							}
 						}
 					}
 				}
-			}
-		}
-		if phuffRetries() == retries {
-			t.Error("prep's decoder never gave up on a damaged JPEG")
-		}
-	})
+				if phuffRetries() == retries {
+					t.Error("prep's decoder never gave up on a damaged JPEG")
+				}
+			})
+		})
+	}
 }
 
 // isProgressive reports whether data's first frame header is SOF2.
@@ -184,16 +247,21 @@ func isProgressive(data []byte) bool {
 	return false
 }
 
-// BenchmarkProgressiveEntropy decodes the progressive test JPEGs, and those
-// of PREP_PROGRESSIVE_DIR, at the scale a resize to 256 picks, with prep's
-// entropy decoder and with libjpeg's.
-func BenchmarkProgressiveEntropy(b *testing.B) {
-	datas := progressiveSet(b)
+// BenchmarkEntropy decodes the progressive and the sequential test JPEGs,
+// and those of PREP_JPEG_DIR, at the scale a resize to 256 picks, with
+// prep's entropy decoders and with libjpeg's.
+func BenchmarkEntropy(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		own  bool
-	}{{"prep", true}, {"libjpeg", false}} {
+		name        string
+		progressive bool
+		own         bool
+	}{
+		{"progressive/prep", true, true}, {"progressive/libjpeg", true, false},
+		{"sequential/prep", false, true}, {"sequential/libjpeg", false, false},
+	} {
 		b.Run(c.name, func(b *testing.B) {
+			datas := jpegSet(b, c.progressive)
+			b.ResetTimer()
 			for b.Loop() {
 				for _, data := range datas {
 					w, h, _ := jpegSize(data)
@@ -218,6 +286,23 @@ func FuzzProgressive(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		w, h, ok := jpegSize(b)
 		if !ok || !isProgressive(b) || w*h > 4*fuzzMaxPixels {
+			return
+		}
+		for _, num := range []int{8, 2, 1} {
+			if d := sameDecode(t, b, num); d != "" {
+				t.Fatalf("%dx%d at %d/8: %s", w, h, num, d)
+			}
+		}
+	})
+}
+
+// FuzzSequential is FuzzProgressive for sequential JPEGs (prep's shuff.h
+// against libjpeg's jdhuff.c); its seeds are small baseline JPEGs by
+// Pillow.
+func FuzzSequential(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		w, h, ok := jpegSize(b)
+		if !ok || isProgressive(b) || w*h > 4*fuzzMaxPixels {
 			return
 		}
 		for _, num := range []int{8, 2, 1} {
