@@ -204,7 +204,13 @@ static void prep_make_htab(j_decompress_ptr cinfo, boolean dc, int tblno, prep_h
 	}
 }
 
-typedef struct {
+typedef struct prep_phuff prep_phuff;
+
+// prep_row_fn decodes a row of n MCUs of a scan of one component, single
+// blocks (prep_consume).
+typedef void (*prep_row_fn)(j_decompress_ptr cinfo, prep_phuff *e, JBLOCKROW row, JDIMENSION n);
+
+struct prep_phuff {
 	struct jpeg_entropy_decoder pub;
 	// The bit reader: n bits at the top of buf, of which the last fill are
 	// zeros put in after a marker (libjpeg's, once its data runs out).
@@ -221,7 +227,10 @@ typedef struct {
 	// (1) or all its coefficients (2) are stored.
 	const prep_htab *dcb[D_MAX_BLOCKS_IN_MCU], *acb[D_MAX_BLOCKS_IN_MCU];
 	unsigned char need[D_MAX_BLOCKS_IN_MCU];
-} prep_phuff;
+	// The scan's row decoder for prep_consume, when it is of one
+	// component; NULL: decode_mcu an MCU at a time.
+	prep_row_fn row;
+};
 
 static void prep_load(j_decompress_ptr cinfo, prep_phuff *e) {
 	e->next = cinfo->src->next_input_byte;
@@ -451,56 +460,182 @@ static boolean prep_dc_refine(j_decompress_ptr cinfo, JBLOCKROW *mcu) {
 	return TRUE;
 }
 
-static boolean prep_ac_first(j_decompress_ptr cinfo, JBLOCKROW *mcu) {
-	prep_phuff *e = (prep_phuff *)cinfo->entropy;
-	prep_prefetch(mcu[0], 4);
-	prep_mcu_start(cinfo, e);
-	if (!e->pub.insufficient_data) {
-		if (e->eobrun > 0) {
-			e->eobrun--;
-		} else {
-			JCOEF *blk = mcu[0][0];
-			const prep_htab *t = e->ac;
-			int se = cinfo->Se, al = cinfo->Al;
-			for (int k = cinfo->Ss; k <= se; k++) {
-				prep_need(cinfo, e, 32);
-				int32_t f = t->fold[e->buf >> (64 - prep_fast_bits)];
-				int r, s;
-				if (f) {
-					prep_bits(e, f & 255);
-					r = (f >> 8) & 15;
-					s = (f >> 12) & 15;
-					if (s) {
-						k += r;
-						blk[prep_zz[k]] = (JCOEF)(int)((unsigned int)(f >> 16) << al);
-						continue;
-					}
-				} else {
-					s = prep_huff(cinfo, e, t);
-					r = s >> 4;
-					s &= 15;
-					if (s) {
-						k += r;
-						s = prep_extend(prep_get(cinfo, e, s), s);
-						blk[prep_zz[k]] = (JCOEF)(int)((unsigned int)s << al);
-						continue;
-					}
-				}
-				if (r == 15) {
-					k += 15;
-				} else {
-					unsigned int run = 1U << r;
-					run += prep_get(cinfo, e, r);
-					e->eobrun = run - 1;
-					break;
-				}
+// prep_br is a copy of prep_phuff's bit buffer in local variables, which
+// the compiler keeps in registers through a row of blocks (prep_row_fn):
+// through e every symbol stored the buffer and loaded it back. The source
+// position, needed once every few symbols, stays in e, and the slow paths
+// (a marker or 0xFF byte ahead, codes over prep_fast_bits, warnings) work
+// on e.
+typedef struct {
+	uint64_t buf;
+	int n;
+} prep_br;
+
+static inline void prep_br_out(prep_phuff *e, const prep_br *br) {
+	e->buf = br->buf;
+	e->n = br->n;
+}
+
+static inline void prep_br_in(prep_br *br, const prep_phuff *e) {
+	br->buf = e->buf;
+	br->n = e->n;
+}
+
+// prep_br_need makes sure of 32 bits (prep_need's rule).
+static inline void prep_br_need(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br) {
+	if (__builtin_expect(br->n >= 32, 1)) {
+		return;
+	}
+	if (__builtin_expect(e->left >= 8 && cinfo->unread_marker == 0, 1)) {
+		uint64_t w;
+		memcpy(&w, e->next, 8);
+		w = __builtin_bswap64(w);
+		uint64_t t = ~w;
+		if (((t - 0x0101010101010101ULL) & ~t & 0x8080808080808080ULL) == 0) {
+			int k = (64 - br->n) >> 3; // whole bytes that fit: 5..8
+			int nn = br->n + 8 * k;
+			uint64_t add = w >> br->n;
+			if (nn < 64) {
+				add &= ~(~(uint64_t)0 >> nn);
 			}
-			prep_mcu_end(cinfo, e);
+			br->buf |= add;
+			br->n = nn;
+			e->next += k;
+			e->left -= (size_t)k;
+			return;
 		}
 	}
-	prep_mcu_done(cinfo, e);
-	return TRUE;
+	prep_br_out(e, br);
+	prep_refill_slow(cinfo, e);
+	prep_br_in(br, e);
 }
+
+static inline unsigned int prep_br_bits(prep_br *br, int n) {
+	unsigned int v = (unsigned int)(br->buf >> (64 - n));
+	br->buf <<= n;
+	br->n -= n;
+	return v;
+}
+
+// prep_br_sym decodes a symbol and its value bits (T.81's RECEIVE and
+// EXTEND) with 32 bits in hand: the symbol's run in *r, size in *s, the
+// value returned.
+static inline int prep_br_sym(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br, const prep_htab *t, int *r, int *s) {
+	unsigned int top = (unsigned int)(br->buf >> (64 - prep_fast_bits));
+	int32_t f = t->fold[top];
+	if (__builtin_expect(f != 0, 1)) {
+		prep_br_bits(br, f & 255);
+		*r = (f >> 8) & 15;
+		*s = (f >> 12) & 15;
+		return f >> 16;
+	}
+	int sym;
+	unsigned int fast = t->fast[top];
+	if (fast != 0) {
+		prep_br_bits(br, (int)(fast >> 8));
+		sym = (int)(fast & 255);
+	} else {
+		prep_br_out(e, br);
+		sym = prep_huff(cinfo, e, t);
+		prep_br_in(br, e);
+		prep_br_need(cinfo, e, br);
+	}
+	*r = sym >> 4;
+	*s = sym & 15;
+	// A code of up to prep_fast_bits bits and 15 value bits fit in the 32.
+	return *s ? prep_extend(prep_br_bits(br, *s), *s) : 0;
+}
+
+// prep_br_get takes n (0..32) bits.
+static inline unsigned int prep_br_get(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br, int n) {
+	if (n == 0) {
+		return 0;
+	}
+	prep_br_need(cinfo, e, br);
+	return prep_br_bits(br, n);
+}
+
+// prep_br_mcu_end is prep_mcu_end for a reader in hand.
+static inline void prep_br_mcu_end(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br) {
+	if (br->n < e->fill) {
+		prep_br_out(e, br);
+		prep_mcu_end(cinfo, e);
+	}
+}
+
+// PREP_MCU defines name, the decode_mcu of a scan of one component, from
+// block, its decoder of one block; PREP_ROW defines name, its row decoder
+// (prep_row_fn): each block as decode_mcu would, without a call, nor a
+// load and store of the source position and bit reader, a block.
+#define PREP_MCU(attr, name, block) \
+	attr static boolean name(j_decompress_ptr cinfo, JBLOCKROW *mcu) { \
+		prep_phuff *e = (prep_phuff *)cinfo->entropy; \
+		prep_prefetch(mcu[0], 4); \
+		prep_mcu_start(cinfo, e); \
+		if (!e->pub.insufficient_data) { \
+			prep_br br; \
+			prep_br_in(&br, e); \
+			block(cinfo, e, &br, mcu[0][0]); \
+			prep_br_out(e, &br); \
+		} \
+		prep_mcu_done(cinfo, e); \
+		return TRUE; \
+	}
+#define PREP_ROW(attr, name, block) \
+	attr static void name(j_decompress_ptr cinfo, prep_phuff *e, JBLOCKROW row, JDIMENSION n) { \
+		prep_load(cinfo, e); \
+		prep_br br; \
+		prep_br_in(&br, e); \
+		for (JDIMENSION i = 0; i < n; i++) { \
+			prep_prefetch(row + i, 4); \
+			if (cinfo->restart_interval && e->restarts_to_go == 0) { \
+				prep_br_out(e, &br); \
+				prep_restart(cinfo, e); \
+				prep_br_in(&br, e); \
+			} \
+			if (!e->pub.insufficient_data) { \
+				block(cinfo, e, &br, row[i]); \
+			} \
+			e->restarts_to_go--; \
+		} \
+		prep_br_out(e, &br); \
+		prep_save(cinfo, e); \
+	}
+
+__attribute__((always_inline)) static inline void prep_ac_first_block(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br, JCOEF *blk) {
+	if (e->eobrun > 0) {
+		e->eobrun--;
+		return;
+	}
+	const prep_htab *t = e->ac;
+	int se = cinfo->Se, al = cinfo->Al;
+	for (int k = cinfo->Ss; k <= se; k++) {
+		prep_br_need(cinfo, e, br);
+		int r, s;
+		int v = prep_br_sym(cinfo, e, br, t, &r, &s);
+		if (s) {
+			k += r;
+			blk[prep_zz[k]] = (JCOEF)(int)((unsigned int)v << al);
+			continue;
+		}
+		if (r == 15) {
+			k += 15;
+			continue;
+		}
+		// EOBRUN: 2^r blocks and r more bits' worth end here; a code of
+		// up to 16 bits and 14 bits fit in the 32 in hand.
+		unsigned int run = 1U << r;
+		if (r) {
+			run += prep_br_bits(br, r);
+		}
+		e->eobrun = run - 1;
+		break;
+	}
+	prep_br_mcu_end(cinfo, e, br);
+}
+
+PREP_MCU(, prep_ac_first, prep_ac_first_block)
+PREP_ROW(, prep_ac_first_row, prep_ac_first_block)
 
 // prep_correct appends a correction bit to each coefficient of blk whose
 // zigzag index is in mask, in zigzag order, taking the bits from the top
@@ -523,20 +658,20 @@ static inline void prep_correct(JCOEF *blk, uint64_t mask, uint64_t bits, int p1
 // prep_corrections reads the n correction bits of the coefficients in mask
 // and appends them. Reading first keeps the next symbol's decoding off the
 // corrections' path.
-static inline void prep_corrections(j_decompress_ptr cinfo, prep_phuff *e, JCOEF *blk, uint64_t mask, int n, int p1) {
+static inline void prep_corrections(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br, JCOEF *blk, uint64_t mask, int n, int p1) {
 	while (n > 32) {
 		// Up to 63 nonzero coefficients: 32 at a time.
 		uint64_t first = mask;
 		for (int i = 0; i < 32; i++) {
 			mask &= mask - 1;
 		}
-		prep_need(cinfo, e, 32);
-		prep_correct(blk, first & ~mask, (uint64_t)prep_bits(e, 32) << 32, p1);
+		prep_br_need(cinfo, e, br);
+		prep_correct(blk, first & ~mask, (uint64_t)prep_br_bits(br, 32) << 32, p1);
 		n -= 32;
 	}
 	if (n > 0) {
-		prep_need(cinfo, e, n);
-		uint64_t bits = (uint64_t)prep_bits(e, n) << (64 - n);
+		prep_br_need(cinfo, e, br);
+		uint64_t bits = (uint64_t)prep_br_bits(br, n) << (64 - n);
 		if (bits) {
 			prep_correct(blk, mask, bits, p1);
 		}
@@ -584,11 +719,15 @@ static inline int prep_nth(uint64_t x, int r) {
 }
 
 #define PREP_REFINE prep_ac_refine
+#define PREP_REFINE_BLOCK prep_ac_refine_block
+#define PREP_REFINE_ROW prep_ac_refine_row
 #define PREP_REFINE_ATTR
 #define PREP_NTH prep_nth
 #define PREP_POPCOUNT prep_popcount
 #include "phuff_refine.h"
 #undef PREP_REFINE
+#undef PREP_REFINE_BLOCK
+#undef PREP_REFINE_ROW
 #undef PREP_REFINE_ATTR
 #undef PREP_NTH
 #undef PREP_POPCOUNT
@@ -604,11 +743,15 @@ __attribute__((target("bmi2,popcnt"))) static inline int prep_nth_bmi2(uint64_t 
 }
 
 #define PREP_REFINE prep_ac_refine_bmi2
+#define PREP_REFINE_BLOCK prep_ac_refine_bmi2_block
+#define PREP_REFINE_ROW prep_ac_refine_bmi2_row
 #define PREP_REFINE_ATTR __attribute__((target("bmi2,popcnt")))
 #define PREP_NTH prep_nth_bmi2
 #define PREP_POPCOUNT __builtin_popcountll
 #include "phuff_refine.h"
 #undef PREP_REFINE
+#undef PREP_REFINE_BLOCK
+#undef PREP_REFINE_ROW
 #undef PREP_REFINE_ATTR
 #undef PREP_NTH
 #undef PREP_POPCOUNT
@@ -644,6 +787,7 @@ static int prep_fast_pdep(void) {
 #else
 static int prep_fast_pdep(void) { return 0; }
 #define prep_ac_refine_bmi2 prep_ac_refine
+#define prep_ac_refine_bmi2_row prep_ac_refine_row
 #endif
 
 // prep_use_pdep picks the refinement decoder; the tests set it to check
@@ -699,8 +843,10 @@ static void prep_scan(j_decompress_ptr cinfo, prep_phuff *e, boolean check) {
 	}
 	if (cinfo->Ah == 0) {
 		e->pub.decode_mcu = dc ? prep_dc_first : prep_ac_first;
+		e->row = dc ? NULL : prep_ac_first_row;
 	} else {
 		e->pub.decode_mcu = dc ? prep_dc_refine : prep_use_pdep ? prep_ac_refine_bmi2 : prep_ac_refine;
+		e->row = dc ? NULL : prep_use_pdep ? prep_ac_refine_bmi2_row : prep_ac_refine_row;
 	}
 	for (int ci = 0; ci < cinfo->comps_in_scan; ci++) {
 		jpeg_component_info *comp = cinfo->cur_comp_info[ci];
@@ -726,6 +872,73 @@ static void prep_phuff_start_pass(j_decompress_ptr cinfo) {
 	prep_scan(cinfo, (prep_phuff *)cinfo->entropy, TRUE);
 }
 
+// prep_consume is libjpeg's consume_data (jdcoefct.c), the input side of
+// its coefficient controller for JPEGs of several scans, which
+// prep_use_consume puts in its place: it decodes one iMCU row of the
+// current scan into the whole-image coefficient arrays (coef_arrays). For
+// a scan of one component, every AC scan of a progressive JPEG, it hands
+// whole rows of blocks to the scan's row decoder; libjpeg calls
+// decode_mcu a block at a time, and that call, with the pointers it
+// gathers for it, took a tenth of a progressive decode's time.
+static int prep_consume(j_decompress_ptr cinfo) {
+	prep_phuff *e = (prep_phuff *)cinfo->entropy;
+	JBLOCKARRAY buffer[MAX_COMPS_IN_SCAN];
+	for (int ci = 0; ci < cinfo->comps_in_scan; ci++) {
+		jpeg_component_info *comp = cinfo->cur_comp_info[ci];
+		buffer[ci] = (*cinfo->mem->access_virt_barray)((j_common_ptr)cinfo,
+			cinfo->coef->coef_arrays[comp->component_index],
+			cinfo->input_iMCU_row * (JDIMENSION)comp->v_samp_factor, (JDIMENSION)comp->v_samp_factor, TRUE);
+	}
+	// An iMCU row holds one MCU row of an interleaved scan, v_samp_factor
+	// block rows of a single component's, fewer at the bottom.
+	int rows = 1;
+	if (cinfo->comps_in_scan == 1) {
+		jpeg_component_info *comp = cinfo->cur_comp_info[0];
+		rows = cinfo->input_iMCU_row < cinfo->total_iMCU_rows - 1 ? comp->v_samp_factor : comp->last_row_height;
+	}
+	for (int y = 0; y < rows; y++) {
+		if (e->row != NULL) {
+			if (!e->pub.insufficient_data) {
+				cinfo->master->last_good_iMCU_row = cinfo->input_iMCU_row;
+			}
+			e->row(cinfo, e, buffer[0][y], cinfo->MCUs_per_row);
+			continue;
+		}
+		JBLOCKROW mcu[D_MAX_BLOCKS_IN_MCU];
+		for (JDIMENSION col = 0; col < cinfo->MCUs_per_row; col++) {
+			int b = 0;
+			for (int ci = 0; ci < cinfo->comps_in_scan; ci++) {
+				jpeg_component_info *comp = cinfo->cur_comp_info[ci];
+				for (int yi = 0; yi < comp->MCU_height; yi++) {
+					JBLOCKROW p = buffer[ci][yi + y] + col * (JDIMENSION)comp->MCU_width;
+					for (int xi = 0; xi < comp->MCU_width; xi++) {
+						mcu[b++] = p++;
+					}
+				}
+			}
+			if (!e->pub.insufficient_data) {
+				cinfo->master->last_good_iMCU_row = cinfo->input_iMCU_row;
+			}
+			(*e->pub.decode_mcu)(cinfo, mcu);
+		}
+	}
+	if (++cinfo->input_iMCU_row < cinfo->total_iMCU_rows) {
+		return JPEG_ROW_COMPLETED;
+	}
+	(*cinfo->inputctl->finish_input_pass)(cinfo);
+	return JPEG_SCAN_COMPLETED;
+}
+
+// prep_use_consume puts prep_consume in place of libjpeg's consume_data,
+// for this scan and (start_input_pass takes it from cinfo->coef) the rest,
+// when libjpeg keeps the whole image's coefficients.
+static void prep_use_consume(j_decompress_ptr cinfo) {
+	if (cinfo->inputctl->has_multiple_scans && cinfo->coef->coef_arrays != NULL) {
+		cinfo->coef->consume_data = prep_consume;
+		cinfo->inputctl->consume_input = prep_consume;
+	}
+}
+
 // prep_phuff_install replaces libjpeg's progressive entropy decoder with
 // prep's. It is called from the progress monitor before libjpeg reads the
 // first scan's data, when libjpeg's start_pass has checked and recorded
@@ -743,6 +956,7 @@ static void prep_phuff_install(j_decompress_ptr cinfo) {
 	e->pub.start_pass = prep_phuff_start_pass;
 	cinfo->entropy = &e->pub;
 	prep_scan(cinfo, e, FALSE);
+	prep_use_consume(cinfo);
 }
 
 // prep_entropy_finish checks the end of the last scan as prep_scan and

@@ -16,96 +16,6 @@
 // Written from ITU T.81 F.2.2 and libjpeg's documented module interface
 // (structure.txt).
 
-// prep_br is a copy of prep_phuff's bit reader in local variables, which
-// the compiler keeps in registers through a block's decoding: through e
-// every symbol stored the reader and loaded it back. Only the slow paths
-// (a marker or 0xFF byte ahead, codes over prep_fast_bits) go through e.
-typedef struct {
-	uint64_t buf;
-	int n;
-	const JOCTET *next;
-	size_t left;
-} prep_br;
-
-static inline void prep_br_out(prep_phuff *e, const prep_br *br) {
-	e->buf = br->buf;
-	e->n = br->n;
-	e->next = br->next;
-	e->left = br->left;
-}
-
-static inline void prep_br_in(prep_br *br, const prep_phuff *e) {
-	br->buf = e->buf;
-	br->n = e->n;
-	br->next = e->next;
-	br->left = e->left;
-}
-
-// prep_br_need makes sure of 32 bits (prep_need's rule).
-static inline void prep_br_need(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br) {
-	if (__builtin_expect(br->n >= 32, 1)) {
-		return;
-	}
-	if (__builtin_expect(br->left >= 8 && cinfo->unread_marker == 0, 1)) {
-		uint64_t w;
-		memcpy(&w, br->next, 8);
-		w = __builtin_bswap64(w);
-		uint64_t t = ~w;
-		if (((t - 0x0101010101010101ULL) & ~t & 0x8080808080808080ULL) == 0) {
-			int k = (64 - br->n) >> 3; // whole bytes that fit: 5..8
-			int nn = br->n + 8 * k;
-			uint64_t add = w >> br->n;
-			if (nn < 64) {
-				add &= ~(~(uint64_t)0 >> nn);
-			}
-			br->buf |= add;
-			br->n = nn;
-			br->next += k;
-			br->left -= (size_t)k;
-			return;
-		}
-	}
-	prep_br_out(e, br);
-	prep_refill_slow(cinfo, e);
-	prep_br_in(br, e);
-}
-
-static inline unsigned int prep_br_bits(prep_br *br, int n) {
-	unsigned int v = (unsigned int)(br->buf >> (64 - n));
-	br->buf <<= n;
-	br->n -= n;
-	return v;
-}
-
-// prep_br_sym decodes a symbol and its value bits (T.81's RECEIVE and
-// EXTEND) with 32 bits in hand: the symbol's run in *r, size in *s, the
-// value returned.
-static inline int prep_br_sym(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br, const prep_htab *t, int *r, int *s) {
-	unsigned int top = (unsigned int)(br->buf >> (64 - prep_fast_bits));
-	int32_t f = t->fold[top];
-	if (__builtin_expect(f != 0, 1)) {
-		prep_br_bits(br, f & 255);
-		*r = (f >> 8) & 15;
-		*s = (f >> 12) & 15;
-		return f >> 16;
-	}
-	int sym;
-	unsigned int fast = t->fast[top];
-	if (fast != 0) {
-		prep_br_bits(br, (int)(fast >> 8));
-		sym = (int)(fast & 255);
-	} else {
-		prep_br_out(e, br);
-		sym = prep_huff(cinfo, e, t);
-		prep_br_in(br, e);
-		prep_br_need(cinfo, e, br);
-	}
-	*r = sym >> 4;
-	*s = sym & 15;
-	// A code of up to prep_fast_bits bits and 15 value bits fit in the 32.
-	return *s ? prep_extend(prep_br_bits(br, *s), *s) : 0;
-}
-
 // prep_seq_block decodes one block's DC difference and AC coefficients
 // into blk (natural order; NULL: read and dropped, as libjpeg does for a
 // 1×1 inverse DCT) and returns the DC difference.
@@ -161,6 +71,38 @@ static boolean prep_seq_mcu(j_decompress_ptr cinfo, JBLOCKROW *mcu) {
 	return TRUE;
 }
 
+// prep_seq_row is prep_seq_mcu for a scan of one component, a row of n
+// blocks (prep_row_fn), the bit reader in registers throughout.
+static void prep_seq_row(j_decompress_ptr cinfo, prep_phuff *e, JBLOCKROW row, JDIMENSION n) {
+	prep_load(cinfo, e);
+	prep_br br;
+	prep_br_in(&br, e);
+	const prep_htab *dc = e->dcb[0], *ac = e->acb[0];
+	int need = e->need[0];
+	for (JDIMENSION i = 0; i < n; i++) {
+		if (cinfo->restart_interval && e->restarts_to_go == 0) {
+			prep_br_out(e, &br);
+			prep_restart(cinfo, e);
+			prep_br_in(&br, e);
+		}
+		if (!e->pub.insufficient_data) {
+			int diff = prep_seq_block(cinfo, e, &br, dc, ac, need == 2 ? row[i] : NULL);
+			if (need) {
+				int v = (int)((unsigned int)diff + (unsigned int)e->last_dc[0]);
+				e->last_dc[0] = v;
+				row[i][0] = (JCOEF)v;
+			}
+			if (br.n < e->fill) {
+				prep_br_out(e, &br);
+				prep_mcu_end(cinfo, e);
+			}
+		}
+		e->restarts_to_go--;
+	}
+	prep_br_out(e, &br);
+	prep_save(cinfo, e);
+}
+
 // prep_seq_scan readies e for the scan libjpeg has just read the header
 // of; check also makes libjpeg's start_pass checks.
 static void prep_seq_scan(j_decompress_ptr cinfo, prep_phuff *e, boolean check) {
@@ -182,6 +124,7 @@ static void prep_seq_scan(j_decompress_ptr cinfo, prep_phuff *e, boolean check) 
 		// only the DC coefficient.
 		e->need[b] = !comp->component_needed ? 0 : comp->DCT_scaled_size > 1 ? 2 : 1;
 	}
+	e->row = cinfo->comps_in_scan == 1 && cinfo->blocks_in_MCU == 1 ? prep_seq_row : NULL;
 	e->buf = 0;
 	e->n = 0;
 	e->fill = 0;
@@ -210,4 +153,5 @@ static void prep_seq_install(j_decompress_ptr cinfo) {
 	e->pub.decode_mcu = prep_seq_mcu;
 	cinfo->entropy = &e->pub;
 	prep_seq_scan(cinfo, e, FALSE);
+	prep_use_consume(cinfo);
 }
