@@ -230,6 +230,9 @@ struct prep_phuff {
 	// The scan's row decoder for prep_consume, when it is of one
 	// component; NULL: decode_mcu an MCU at a time.
 	prep_row_fn row;
+	// dc: whether the scan is a progressive DC scan, which prep_dc_row
+	// decodes a row of MCUs at a time, interleaved or not.
+	boolean dc;
 };
 
 static void prep_load(j_decompress_ptr cinfo, prep_phuff *e) {
@@ -563,6 +566,68 @@ static inline void prep_br_mcu_end(j_decompress_ptr cinfo, prep_phuff *e, prep_b
 	}
 }
 
+// prep_dc_row decodes MCU row y of a progressive DC scan (first or
+// refinement, of one or more components) into buffer, the iMCU row of
+// each component in the scan, as prep_dc_first and prep_dc_refine would
+// an MCU at a time: a DC scan has a few bits a block, and the calls and
+// block pointers of decode_mcu cost more than decoding them.
+static void prep_dc_row(j_decompress_ptr cinfo, prep_phuff *e, JBLOCKARRAY *buffer, int y) {
+	const prep_htab *tabs[MAX_COMPS_IN_SCAN];
+	for (int ci = 0; ci < cinfo->comps_in_scan; ci++) {
+		tabs[ci] = e->tabs[0][cinfo->cur_comp_info[ci]->dc_tbl_no];
+	}
+	boolean first = cinfo->Ah == 0;
+	int al = cinfo->Al, nb = cinfo->blocks_in_MCU;
+	prep_load(cinfo, e);
+	prep_br br;
+	prep_br_in(&br, e);
+	for (JDIMENSION col = 0; col < cinfo->MCUs_per_row; col++) {
+		if (cinfo->restart_interval && e->restarts_to_go == 0) {
+			prep_br_out(e, &br);
+			prep_restart(cinfo, e);
+			prep_br_in(&br, e);
+		}
+		// Like libjpeg, a refinement scan decodes whether data ran out or
+		// not: zeros change nothing.
+		if (first && e->pub.insufficient_data) {
+			e->restarts_to_go--;
+			continue;
+		}
+		// The refinement bits of the MCU's blocks, at the top.
+		unsigned int bits = first ? 0 : prep_br_get(cinfo, e, &br, nb) << (32 - nb);
+		for (int ci = 0; ci < cinfo->comps_in_scan; ci++) {
+			jpeg_component_info *comp = cinfo->cur_comp_info[ci];
+			for (int yi = 0; yi < comp->MCU_height; yi++) {
+				JBLOCKROW p = buffer[ci][yi + y] + col * (JDIMENSION)comp->MCU_width;
+				for (int xi = 0; xi < comp->MCU_width; xi++) {
+					prep_prefetch(p + xi, 8);
+					if (!first) {
+						if (bits & 0x80000000U) {
+							p[xi][0] |= (JCOEF)(1 << al);
+						}
+						bits <<= 1;
+						continue;
+					}
+					prep_br_need(cinfo, e, &br);
+					int r, sz;
+					int s = prep_br_sym(cinfo, e, &br, tabs[ci], &r, &sz);
+					int last = e->last_dc[ci];
+					if ((last >= 0 && s > INT_MAX - last) || (last < 0 && s < INT_MIN - last)) {
+						ERREXIT(cinfo, JERR_BAD_DCT_COEF);
+					}
+					s += last;
+					e->last_dc[ci] = s;
+					p[xi][0] = (JCOEF)(int)((unsigned int)s << al);
+				}
+			}
+		}
+		prep_br_mcu_end(cinfo, e, &br);
+		e->restarts_to_go--;
+	}
+	prep_br_out(e, &br);
+	prep_save(cinfo, e);
+}
+
 // PREP_MCU defines name, the decode_mcu of a scan of one component, from
 // block, its decoder of one block; PREP_ROW defines name, its row decoder
 // (prep_row_fn): each block as decode_mcu would, without a call, nor a
@@ -841,6 +906,7 @@ static void prep_scan(j_decompress_ptr cinfo, prep_phuff *e, boolean check) {
 			}
 		}
 	}
+	e->dc = dc;
 	if (cinfo->Ah == 0) {
 		e->pub.decode_mcu = dc ? prep_dc_first : prep_ac_first;
 		e->row = dc ? NULL : prep_ac_first_row;
@@ -897,6 +963,13 @@ static int prep_consume(j_decompress_ptr cinfo) {
 		rows = cinfo->input_iMCU_row < cinfo->total_iMCU_rows - 1 ? comp->v_samp_factor : comp->last_row_height;
 	}
 	for (int y = 0; y < rows; y++) {
+		if (e->dc) {
+			if (!e->pub.insufficient_data) {
+				cinfo->master->last_good_iMCU_row = cinfo->input_iMCU_row;
+			}
+			prep_dc_row(cinfo, e, buffer, y);
+			continue;
+		}
 		if (e->row != NULL) {
 			if (!e->pub.insufficient_data) {
 				cinfo->master->last_good_iMCU_row = cinfo->input_iMCU_row;
