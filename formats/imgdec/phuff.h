@@ -723,7 +723,7 @@ static inline void prep_correct(JCOEF *blk, uint64_t mask, uint64_t bits, int p1
 // prep_corrections reads the n correction bits of the coefficients in mask
 // and appends them. Reading first keeps the next symbol's decoding off the
 // corrections' path.
-static inline void prep_corrections(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br, JCOEF *blk, uint64_t mask, int n, int p1) {
+__attribute__((always_inline)) static inline void prep_corrections(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br, JCOEF *blk, uint64_t mask, int n, int p1) {
 	while (n > 32) {
 		// Up to 63 nonzero coefficients: 32 at a time.
 		uint64_t first = mask;
