@@ -14,7 +14,7 @@ APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
 PYTHON := /usr/bin/python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build install test fuzz bench cross demo vet clean
+.PHONY: all deps build install test fuzz bench cross cross-cgo demo vet clean
 
 all: build
 
@@ -102,6 +102,27 @@ cross: deps
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build $(CROSS_BUILD)
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet $(CROSS_TEST)
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static $(CROSS_TEST)
+
+# cross-cgo builds formats/imgdec for arm64 with cgo, so with libjpeg-turbo,
+# libpng and prep's own entropy decoders in C (phuff.h, shuff.h, which make
+# cross leaves out), and runs its decoder tests under qemu-user-static: the
+# same pixels as libjpeg-turbo's NEON build, on well-formed and damaged
+# files. Not part of `make test`: it adds Debian's arm64 architecture and
+# a cross compiler to the machine (about 100 MB).
+CROSS_CGO_PKGS := gcc-aarch64-linux-gnu libc6-dev:arm64 libjpeg62-turbo-dev:arm64 libpng-dev:arm64
+cross-cgo: deps
+	@dpkg --print-foreign-architectures | grep -qx arm64 || $(SUDO) dpkg --add-architecture arm64
+	@missing=""; for p in $(CROSS_CGO_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	mkdir -p out
+	CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc GOARCH=arm64 $(GO) test -c -o out/imgdec-arm64.test ./formats/imgdec/
+	cd formats/imgdec && qemu-aarch64-static ../../out/imgdec-arm64.test -test.count=1 \
+	  -test.run 'SameCoefficients|EntropyDamaged|DropACScans|ScaledMatchesFull|PixelsMatchPillow|PNGDecodersAgree'
 
 demo: build
 	rm -rf out/demo
