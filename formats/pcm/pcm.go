@@ -221,10 +221,30 @@ func (c *Converter) resample(out []float32, total int64) []float32 {
 	return out
 }
 
-// dot is Σ taps[j]×x[j] in float32, summed in lanes j mod 8 and then
-// pairwise, each product rounded: a fixed order, so a vector version can
-// give the same bits. len(taps) is a multiple of 8.
-func dot(taps, x []float32) float32 {
+// dotPath names the loop that computes the resampler's dot products: the
+// scalar one, or AVX2's (dot_simd.go).
+type dotPath uint8
+
+const (
+	dotScalar dotPath = iota
+	dotAVX2
+)
+
+func (p dotPath) String() string {
+	if p == dotAVX2 {
+		return "AVX2"
+	}
+	return "scalar"
+}
+
+// useDot selects the loop that runs: cpuDot, the fastest this CPU has
+// (the tests try each).
+var useDot = cpuDot
+
+// dotScalar8 is Σ taps[j]×x[j] in float32, summed in lanes j mod 8 and
+// then pairwise, each product rounded: a fixed order, so a vector version
+// gives the same bits. len(taps) is a multiple of 8.
+func dotScalar8(taps, x []float32) float32 {
 	var a0, a1, a2, a3, a4, a5, a6, a7 float32
 	x = x[:len(taps)]
 	for j := 0; j+8 <= len(taps); j += 8 {
@@ -238,7 +258,17 @@ func dot(taps, x []float32) float32 {
 		a6 += float32(t[6] * v[6])
 		a7 += float32(t[7] * v[7])
 	}
-	return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+	return canonNaN(((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)))
+}
+
+// canonNaN returns v, or one NaN for every NaN: which NaN an operation on
+// NaNs and infinities returns depends on its operands' order, which Go
+// does not fix between a scalar and a vector loop.
+func canonNaN(v float32) float32 {
+	if v != v {
+		return float32(math.NaN())
+	}
+	return v
 }
 
 // filter is a polyphase bank: phases filters of width taps each, filter p

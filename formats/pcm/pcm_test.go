@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/prep-dev/prep/internal/testenv"
 )
 
 // convert runs in through a new Converter in pieces of the given size
@@ -137,22 +139,77 @@ func TestStreamedSameBytes(t *testing.T) {
 
 // TestConverterBytes pins the bytes every CPU must produce (make cross
 // runs it on arm64): a change here changes every audio dataset.
+// TestConverterBytes pins the converter's output bits, on each dot path
+// this CPU runs.
 func TestConverterBytes(t *testing.T) {
+	defer func(p dotPath) { useDot = p }(useDot)
 	r := rand.New(rand.NewPCG(3, 4))
 	in := make([]float32, 2*9001)
 	for i := range in {
 		in[i] = float32(r.Float64()*2 - 1)
 	}
-	h := sha256.New()
-	for _, tt := range []struct{ inRate, inCh, outRate, outCh int }{
-		{44100, 2, 16000, 1}, {48000, 2, 16000, 2}, {8000, 1, 16000, 1}, {22050, 1, 16000, 2}, {44056, 1, 16000, 1},
-	} {
-		out := convert(t, in[:9001*tt.inCh], tt.inRate, tt.inCh, tt.outRate, tt.outCh, 1000)
-		binary.Write(h, binary.LittleEndian, out)
+	for _, p := range dotPaths {
+		t.Run(p.String(), func(t *testing.T) {
+			if p != dotScalar {
+				testenv.NeedSIMD(t, p.String(), cpuHasDot(p))
+			}
+			useDot = p
+			h := sha256.New()
+			for _, tt := range []struct{ inRate, inCh, outRate, outCh int }{
+				{44100, 2, 16000, 1}, {48000, 2, 16000, 2}, {8000, 1, 16000, 1}, {22050, 1, 16000, 2}, {44056, 1, 16000, 1},
+			} {
+				out := convert(t, in[:9001*tt.inCh], tt.inRate, tt.inCh, tt.outRate, tt.outCh, 1000)
+				binary.Write(h, binary.LittleEndian, out)
+			}
+			const want = "5791b5bb99b34fbb1655ea41ce6b3fd81a1142f8db1e7ef24611cfbae884ea29"
+			if got := fmt.Sprintf("%x", h.Sum(nil)); got != want {
+				t.Errorf("sha256 %s, want %s", got, want)
+			}
+		})
 	}
-	const want = "5791b5bb99b34fbb1655ea41ce6b3fd81a1142f8db1e7ef24611cfbae884ea29"
-	if got := fmt.Sprintf("%x", h.Sum(nil)); got != want {
-		t.Errorf("sha256 %s, want %s", got, want)
+}
+
+// dotPaths lists the dot loops, slowest first.
+var dotPaths = []dotPath{dotScalar, dotAVX2}
+
+// TestDotSIMD: each vector dot gives the scalar loop's bits, on random
+// values and on float32's edges: signed zeros, denormals, products that
+// overflow or vanish, infinities and NaN.
+func TestDotSIMD(t *testing.T) {
+	defer func(p dotPath) { useDot = p }(useDot)
+	edges := []float32{
+		0, float32(math.Copysign(0, -1)), 1, -1, math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32,
+		1e-30, -3e-25, math.MaxFloat32, -math.MaxFloat32, 3e20, float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.NaN()),
+	}
+	for _, p := range dotPaths[1:] {
+		t.Run(p.String(), func(t *testing.T) {
+			testenv.NeedSIMD(t, p.String(), cpuHasDot(p))
+			r := rand.New(rand.NewPCG(5, 6))
+			for i := range 5000 {
+				n := 8 * (1 + r.IntN(16))
+				taps, x := make([]float32, n), make([]float32, n+r.IntN(3))
+				for j := range taps {
+					taps[j] = float32(r.NormFloat64() * 0.3)
+				}
+				for j := range x {
+					x[j] = float32(r.Float64()*2 - 1)
+				}
+				if i%4 == 0 { // a few edge values among them
+					for range 1 + r.IntN(3) {
+						taps[r.IntN(n)] = edges[r.IntN(len(edges))]
+						x[r.IntN(n)] = edges[r.IntN(len(edges))]
+					}
+				}
+				useDot = dotScalar
+				want := dot(taps, x)
+				useDot = p
+				if got := dot(taps, x); math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("%d taps: %s dot %v (%#x), scalar %v (%#x)\ntaps %v\nx %v",
+						n, p, got, math.Float32bits(got), want, math.Float32bits(want), taps, x[:n])
+				}
+			}
+		})
 	}
 }
 
