@@ -130,46 +130,45 @@ func refineModes(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
-// TestProgressiveSameCoefficients: prep's progressive entropy decoder gives
-// libjpeg's pixels at every scale.
-func TestProgressiveSameCoefficients(t *testing.T) {
-	datas := jpegSet(t, true)
-	refineModes(t, func(t *testing.T) {
-		before, retries := phuffInstalls(), phuffRetries()
-		for i, data := range datas {
-			for _, num := range []int{8, 4, 2, 1} {
-				if d := sameDecode(t, data, num); d != "" {
-					t.Errorf("JPEG %d at %d/8: %s", i, num, d)
-				}
-			}
-		}
-		if got, want := phuffInstalls()-before, uint64(4*len(datas)); got != want {
-			t.Errorf("prep's decoder ran %d times, want %d", got, want)
-		}
-		if n := phuffRetries() - retries; n != 0 {
-			t.Errorf("prep's decoder gave up on %d well-formed JPEGs", n)
-		}
-	})
+// entropyKinds are the two kinds of JPEG prep decodes with its own
+// entropy decoders: how many times each decoder ran, and how to run a
+// test with each way of decoding that kind (the refinement scans have
+// two).
+var entropyKinds = []struct {
+	name        string
+	progressive bool
+	installs    func() uint64
+	modes       func(t *testing.T, f func(t *testing.T))
+}{
+	{"progressive", true, phuffInstalls, refineModes},
+	{"sequential", false, seqInstalls, func(t *testing.T, f func(t *testing.T)) { f(t) }},
 }
 
-// TestSequentialSameCoefficients: prep's sequential entropy decoder gives
-// libjpeg's pixels at every scale (at 1/8 libjpeg keeps only the DC
-// coefficients), for one scan or several.
-func TestSequentialSameCoefficients(t *testing.T) {
-	datas := jpegSet(t, false)
-	before, retries := seqInstalls(), phuffRetries()
-	for i, data := range datas {
-		for _, num := range []int{8, 4, 2, 1} {
-			if d := sameDecode(t, data, num); d != "" {
-				t.Errorf("JPEG %d at %d/8: %s", i, num, d)
-			}
-		}
-	}
-	if got, want := seqInstalls()-before, uint64(4*len(datas)); got != want {
-		t.Errorf("prep's decoder ran %d times, want %d", got, want)
-	}
-	if n := phuffRetries() - retries; n != 0 {
-		t.Errorf("prep's decoder gave up on %d well-formed JPEGs", n)
+// TestEntropySameCoefficients: prep's entropy decoders give libjpeg's
+// pixels at every scale (at 1/8 libjpeg keeps only DC coefficients), for
+// progressive JPEGs and sequential ones of one scan or several, without
+// giving up on any.
+func TestEntropySameCoefficients(t *testing.T) {
+	for _, kind := range entropyKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			datas := jpegSet(t, kind.progressive)
+			kind.modes(t, func(t *testing.T) {
+				before, retries := kind.installs(), phuffRetries()
+				for i, data := range datas {
+					for _, num := range []int{8, 4, 2, 1} {
+						if d := sameDecode(t, data, num); d != "" {
+							t.Errorf("JPEG %d at %d/8: %s", i, num, d)
+						}
+					}
+				}
+				if got, want := kind.installs()-before, uint64(4*len(datas)); got != want {
+					t.Errorf("prep's decoder ran %d times, want %d", got, want)
+				}
+				if n := phuffRetries() - retries; n != 0 {
+					t.Errorf("prep's decoder gave up on %d well-formed JPEGs", n)
+				}
+			})
+		})
 	}
 }
 
@@ -179,12 +178,9 @@ func TestSequentialSameCoefficients(t *testing.T) {
 // sign of damage for libjpeg's decoder to start again; progressive and
 // sequential JPEGs alike.
 func TestEntropyDamaged(t *testing.T) {
-	kinds := []struct {
-		name  string
-		files []string
-	}{
-		{"progressive", []string{"progressive/rgb420.jpg", "progressive/restart7.jpg", "progressive/restart1.jpg", "progressive/grey.jpg"}},
-		{"sequential", []string{"sequential/restart7.jpg", "sequential/restart1.jpg", "sequential/noninterleaved.jpg", "images/everyday/camera.jpg"}},
+	seeds := map[string][]string{
+		"progressive": {"progressive/rgb420.jpg", "progressive/restart7.jpg", "progressive/restart1.jpg", "progressive/grey.jpg"},
+		"sequential":  {"sequential/restart7.jpg", "sequential/restart1.jpg", "sequential/noninterleaved.jpg", "images/everyday/camera.jpg"},
 	}
 	type damage struct {
 		name string
@@ -199,15 +195,11 @@ func TestEntropyDamaged(t *testing.T) {
 		{"cut", func(d []byte, at int) []byte { return d[:at] }},
 		{"gap", func(d []byte, at int) []byte { return append(d[:at:at], d[at+40:]...) }},
 	}
-	for _, kind := range kinds {
+	for _, kind := range entropyKinds {
 		t.Run(kind.name, func(t *testing.T) {
-			modes := refineModes
-			if kind.name == "sequential" {
-				modes = func(t *testing.T, f func(t *testing.T)) { f(t) }
-			}
-			modes(t, func(t *testing.T) {
+			kind.modes(t, func(t *testing.T) {
 				retries := phuffRetries()
-				for _, f := range kind.files {
+				for _, f := range seeds[kind.name] {
 					seed := readFile(t, filepath.Join("../../testdata", f))
 					start := bytes.Index(seed, []byte{0xFF, 0xDA})
 					for _, dm := range damages {

@@ -8,7 +8,7 @@
 // already-nonzero coefficients are a 64-bit mask in zigzag order: a run of
 // zeros is found by counting bits, and the correction bits of the nonzero
 // coefficients it passes are read at once. The coefficients are those of
-// libjpeg's decoder for any well-formed stream (TestProgressiveSameCoefficients,
+// libjpeg's decoder for any well-formed stream (TestEntropySameCoefficients,
 // FuzzProgressive). It warns as libjpeg does (zero bits after a marker, the
 // "insufficient data" rule, bad codes, data left over before a marker), and
 // turbo.go then has libjpeg decode the file again: a damaged file comes out
@@ -283,30 +283,37 @@ static void prep_refill_slow(j_decompress_ptr cinfo, prep_phuff *e) {
 	}
 }
 
-// prep_need makes sure of n (≤ 57) bits, eight bytes at once when none of
-// them is 0xFF.
-static inline void prep_need(j_decompress_ptr cinfo, prep_phuff *e, int n) {
-	if (__builtin_expect(e->n >= n, 1)) {
-		return;
+// prep_fill8 tops the bit buffer buf, holding n bits, up with whole bytes
+// of e's source read eight at once, when none of them is 0xFF (stuffing or
+// a marker) nor a marker was met, and reports whether it could.
+static inline int prep_fill8(j_decompress_ptr cinfo, prep_phuff *e, uint64_t *buf, int *n) {
+	if (e->left < 8 || cinfo->unread_marker != 0) {
+		return 0;
 	}
-	if (e->left >= 8 && cinfo->unread_marker == 0) {
-		uint64_t w;
-		memcpy(&w, e->next, 8);
-		w = __builtin_bswap64(w);
-		uint64_t t = ~w;
-		if (((t - 0x0101010101010101ULL) & ~t & 0x8080808080808080ULL) == 0) {
-			int k = (64 - e->n) >> 3;
-			int nn = e->n + 8 * k;
-			uint64_t add = w >> e->n;
-			if (nn < 64) {
-				add &= ~(~(uint64_t)0 >> nn);
-			}
-			e->buf |= add;
-			e->n = nn;
-			e->next += k;
-			e->left -= k;
-			return;
-		}
+	uint64_t w;
+	memcpy(&w, e->next, 8);
+	w = __builtin_bswap64(w);
+	uint64_t t = ~w;
+	if (((t - 0x0101010101010101ULL) & ~t & 0x8080808080808080ULL) != 0) {
+		return 0;
+	}
+	int k = (64 - *n) >> 3; // whole bytes that fit: 1..8
+	int nn = *n + 8 * k;
+	uint64_t add = w >> *n;
+	if (nn < 64) {
+		add &= ~(~(uint64_t)0 >> nn);
+	}
+	*buf |= add;
+	*n = nn;
+	e->next += k;
+	e->left -= (size_t)k;
+	return 1;
+}
+
+// prep_need makes sure of n (≤ 57) bits.
+static inline void prep_need(j_decompress_ptr cinfo, prep_phuff *e, int n) {
+	if (__builtin_expect(e->n >= n, 1) || prep_fill8(cinfo, e, &e->buf, &e->n)) {
+		return;
 	}
 	prep_refill_slow(cinfo, e);
 }
@@ -317,15 +324,6 @@ static inline unsigned int prep_bits(prep_phuff *e, int n) {
 	e->buf <<= n;
 	e->n -= n;
 	return v;
-}
-
-// prep_get takes n (0..32) bits.
-static inline unsigned int prep_get(j_decompress_ptr cinfo, prep_phuff *e, int n) {
-	if (n == 0) {
-		return 0;
-	}
-	prep_need(cinfo, e, n);
-	return prep_bits(e, n);
 }
 
 // prep_huff decodes one symbol. A code longer than 16 bits is libjpeg's
@@ -408,61 +406,6 @@ static inline void prep_mcu_done(j_decompress_ptr cinfo, prep_phuff *e) {
 	e->restarts_to_go--;
 }
 
-static boolean prep_dc_first(j_decompress_ptr cinfo, JBLOCKROW *mcu) {
-	prep_phuff *e = (prep_phuff *)cinfo->entropy;
-	prep_mcu_start(cinfo, e);
-	if (!e->pub.insufficient_data) {
-		int al = cinfo->Al;
-		for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
-			prep_prefetch(mcu[b], 8);
-			int ci = cinfo->MCU_membership[b];
-			const prep_htab *t = e->tabs[0][cinfo->cur_comp_info[ci]->dc_tbl_no];
-			prep_need(cinfo, e, 32);
-			int32_t f = t->fold[e->buf >> (64 - prep_fast_bits)];
-			int s;
-			if (f) {
-				prep_bits(e, f & 255);
-				s = f >> 16;
-			} else {
-				s = prep_huff(cinfo, e, t);
-				if (s) {
-					s = prep_extend(prep_get(cinfo, e, s), s);
-				}
-			}
-			int last = e->last_dc[ci];
-			if ((last >= 0 && s > INT_MAX - last) || (last < 0 && s < INT_MIN - last)) {
-				ERREXIT(cinfo, JERR_BAD_DCT_COEF);
-			}
-			s += last;
-			e->last_dc[ci] = s;
-			mcu[b][0][0] = (JCOEF)(int)((unsigned int)s << al);
-		}
-		prep_mcu_end(cinfo, e);
-	}
-	prep_mcu_done(cinfo, e);
-	return TRUE;
-}
-
-static boolean prep_dc_refine(j_decompress_ptr cinfo, JBLOCKROW *mcu) {
-	prep_phuff *e = (prep_phuff *)cinfo->entropy;
-	prep_mcu_start(cinfo, e);
-	// Like libjpeg, whether data ran out does not matter: zeros change nothing.
-	int p1 = 1 << cinfo->Al;
-	int nb = cinfo->blocks_in_MCU; // at most D_MAX_BLOCKS_IN_MCU, 10
-	for (int b = 0; b < nb; b++) {
-		prep_prefetch(mcu[b], 8);
-	}
-	unsigned int bits = prep_get(cinfo, e, nb) << (32 - nb);
-	for (int b = 0; b < nb; b++, bits <<= 1) {
-		if (bits & 0x80000000U) {
-			mcu[b][0][0] |= p1;
-		}
-	}
-	prep_mcu_end(cinfo, e);
-	prep_mcu_done(cinfo, e);
-	return TRUE;
-}
-
 // prep_br is a copy of prep_phuff's bit buffer in local variables, which
 // the compiler keeps in registers through a row of blocks (prep_row_fn):
 // through e every symbol stored the buffer and loaded it back. The source
@@ -486,27 +429,8 @@ static inline void prep_br_in(prep_br *br, const prep_phuff *e) {
 
 // prep_br_need makes sure of 32 bits (prep_need's rule).
 static inline void prep_br_need(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br) {
-	if (__builtin_expect(br->n >= 32, 1)) {
+	if (__builtin_expect(br->n >= 32, 1) || prep_fill8(cinfo, e, &br->buf, &br->n)) {
 		return;
-	}
-	if (__builtin_expect(e->left >= 8 && cinfo->unread_marker == 0, 1)) {
-		uint64_t w;
-		memcpy(&w, e->next, 8);
-		w = __builtin_bswap64(w);
-		uint64_t t = ~w;
-		if (((t - 0x0101010101010101ULL) & ~t & 0x8080808080808080ULL) == 0) {
-			int k = (64 - br->n) >> 3; // whole bytes that fit: 5..8
-			int nn = br->n + 8 * k;
-			uint64_t add = w >> br->n;
-			if (nn < 64) {
-				add &= ~(~(uint64_t)0 >> nn);
-			}
-			br->buf |= add;
-			br->n = nn;
-			e->next += k;
-			e->left -= (size_t)k;
-			return;
-		}
 	}
 	prep_br_out(e, br);
 	prep_refill_slow(cinfo, e);
@@ -628,24 +552,10 @@ static void prep_dc_row(j_decompress_ptr cinfo, prep_phuff *e, JBLOCKARRAY *buff
 	prep_save(cinfo, e);
 }
 
-// PREP_MCU defines name, the decode_mcu of a scan of one component, from
-// block, its decoder of one block; PREP_ROW defines name, its row decoder
-// (prep_row_fn): each block as decode_mcu would, without a call, nor a
-// load and store of the source position and bit reader, a block.
-#define PREP_MCU(attr, name, block) \
-	attr static boolean name(j_decompress_ptr cinfo, JBLOCKROW *mcu) { \
-		prep_phuff *e = (prep_phuff *)cinfo->entropy; \
-		prep_prefetch(mcu[0], 4); \
-		prep_mcu_start(cinfo, e); \
-		if (!e->pub.insufficient_data) { \
-			prep_br br; \
-			prep_br_in(&br, e); \
-			block(cinfo, e, &br, mcu[0][0]); \
-			prep_br_out(e, &br); \
-		} \
-		prep_mcu_done(cinfo, e); \
-		return TRUE; \
-	}
+// PREP_ROW defines name, the row decoder (prep_row_fn) of a scan of one
+// component from block, its decoder of one block: each block as libjpeg's
+// decode_mcu would, without a call, nor a load and store of the source
+// position and bit buffer, a block.
 #define PREP_ROW(attr, name, block) \
 	attr static void name(j_decompress_ptr cinfo, prep_phuff *e, JBLOCKROW row, JDIMENSION n) { \
 		prep_load(cinfo, e); \
@@ -699,7 +609,6 @@ __attribute__((always_inline)) static inline void prep_ac_first_block(j_decompre
 	prep_br_mcu_end(cinfo, e, br);
 }
 
-PREP_MCU(, prep_ac_first, prep_ac_first_block)
 PREP_ROW(, prep_ac_first_row, prep_ac_first_block)
 
 // prep_correct appends a correction bit to each coefficient of blk whose
@@ -783,14 +692,12 @@ static inline int prep_nth(uint64_t x, int r) {
 	return 8 * byte + prep_select[(x >> (8 * byte)) & 255][r - below];
 }
 
-#define PREP_REFINE prep_ac_refine
 #define PREP_REFINE_BLOCK prep_ac_refine_block
 #define PREP_REFINE_ROW prep_ac_refine_row
 #define PREP_REFINE_ATTR
 #define PREP_NTH prep_nth
 #define PREP_POPCOUNT prep_popcount
 #include "phuff_refine.h"
-#undef PREP_REFINE
 #undef PREP_REFINE_BLOCK
 #undef PREP_REFINE_ROW
 #undef PREP_REFINE_ATTR
@@ -807,14 +714,12 @@ __attribute__((target("bmi2,popcnt"))) static inline int prep_nth_bmi2(uint64_t 
 	return b ? __builtin_ctzll(b) : 64;
 }
 
-#define PREP_REFINE prep_ac_refine_bmi2
 #define PREP_REFINE_BLOCK prep_ac_refine_bmi2_block
 #define PREP_REFINE_ROW prep_ac_refine_bmi2_row
 #define PREP_REFINE_ATTR __attribute__((target("bmi2,popcnt")))
 #define PREP_NTH prep_nth_bmi2
 #define PREP_POPCOUNT __builtin_popcountll
 #include "phuff_refine.h"
-#undef PREP_REFINE
 #undef PREP_REFINE_BLOCK
 #undef PREP_REFINE_ROW
 #undef PREP_REFINE_ATTR
@@ -851,7 +756,6 @@ static int prep_fast_pdep(void) {
 }
 #else
 static int prep_fast_pdep(void) { return 0; }
-#define prep_ac_refine_bmi2 prep_ac_refine
 #define prep_ac_refine_bmi2_row prep_ac_refine_row
 #endif
 
@@ -867,6 +771,15 @@ static int prep_set_pdep(int on) {
 	int was = prep_use_pdep;
 	prep_use_pdep = on;
 	return was;
+}
+
+// prep_no_mcu is a progressive scan's decode_mcu. libjpeg calls it only
+// from consume_data, which prep_consume replaces, so never; were it
+// called, the error makes turbo.go have libjpeg decode the file again.
+static boolean prep_no_mcu(j_decompress_ptr cinfo, JBLOCKROW *mcu) {
+	(void)mcu;
+	ERREXIT(cinfo, JERR_NOT_COMPILED);
+	return FALSE;
 }
 
 // prep_scan readies e for the scan libjpeg has just read the header of;
@@ -906,13 +819,16 @@ static void prep_scan(j_decompress_ptr cinfo, prep_phuff *e, boolean check) {
 			}
 		}
 	}
+	// prep_consume decodes every scan: DC scans with prep_dc_row, AC ones
+	// (one component each) with a row decoder.
+	e->pub.decode_mcu = prep_no_mcu;
 	e->dc = dc;
-	if (cinfo->Ah == 0) {
-		e->pub.decode_mcu = dc ? prep_dc_first : prep_ac_first;
-		e->row = dc ? NULL : prep_ac_first_row;
+	if (dc) {
+		e->row = NULL;
+	} else if (cinfo->Ah == 0) {
+		e->row = prep_ac_first_row;
 	} else {
-		e->pub.decode_mcu = dc ? prep_dc_refine : prep_use_pdep ? prep_ac_refine_bmi2 : prep_ac_refine;
-		e->row = dc ? NULL : prep_use_pdep ? prep_ac_refine_bmi2_row : prep_ac_refine_row;
+		e->row = prep_use_pdep ? prep_ac_refine_bmi2_row : prep_ac_refine_row;
 	}
 	for (int ci = 0; ci < cinfo->comps_in_scan; ci++) {
 		jpeg_component_info *comp = cinfo->cur_comp_info[ci];
@@ -1002,20 +918,25 @@ static int prep_consume(j_decompress_ptr cinfo) {
 	return JPEG_SCAN_COMPLETED;
 }
 
+// prep_can_consume reports whether libjpeg reads the JPEG with
+// consume_data: when it has several scans, whose coefficients it keeps for
+// the whole image (always, for a progressive one).
+static int prep_can_consume(j_decompress_ptr cinfo) {
+	return cinfo->inputctl->has_multiple_scans && cinfo->coef->coef_arrays != NULL;
+}
+
 // prep_use_consume puts prep_consume in place of libjpeg's consume_data,
-// for this scan and (start_input_pass takes it from cinfo->coef) the rest,
-// when libjpeg keeps the whole image's coefficients.
+// for this scan and (start_input_pass takes it from cinfo->coef) the rest.
 static void prep_use_consume(j_decompress_ptr cinfo) {
-	if (cinfo->inputctl->has_multiple_scans && cinfo->coef->coef_arrays != NULL) {
-		cinfo->coef->consume_data = prep_consume;
-		cinfo->inputctl->consume_input = prep_consume;
-	}
+	cinfo->coef->consume_data = prep_consume;
+	cinfo->inputctl->consume_input = prep_consume;
 }
 
 // prep_phuff_install replaces libjpeg's progressive entropy decoder with
-// prep's. It is called from the progress monitor before libjpeg reads the
-// first scan's data, when libjpeg's start_pass has checked and recorded
-// that scan: prep's takes over from there.
+// prep's, and its consume_data with prep_consume (the caller makes sure
+// of prep_can_consume). It is called from the progress monitor before
+// libjpeg reads the first scan's data, when libjpeg's start_pass has
+// checked and recorded that scan: prep's takes over from there.
 static unsigned long prep_phuff_installs; // for the tests
 
 static unsigned long prep_phuff_count(void) {

@@ -1,8 +1,7 @@
 // phuff_refine.h: the AC refinement scan decoder of phuff.h, included there
 // once per way of finding the nth zero coefficient (PREP_NTH) and counting
 // bits (PREP_POPCOUNT): the block decoder PREP_REFINE_BLOCK, and from it
-// the decode_mcu PREP_REFINE and the row decoder PREP_REFINE_ROW, with the
-// attributes PREP_REFINE_ATTR.
+// the row decoder PREP_REFINE_ROW, with the attributes PREP_REFINE_ATTR.
 
 PREP_REFINE_ATTR __attribute__((always_inline)) static inline void PREP_REFINE_BLOCK(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br, JCOEF *blk) {
 	int ss = cinfo->Ss, se = cinfo->Se;
@@ -78,5 +77,4 @@ PREP_REFINE_ATTR __attribute__((always_inline)) static inline void PREP_REFINE_B
 	prep_br_mcu_end(cinfo, e, br);
 }
 
-PREP_MCU(PREP_REFINE_ATTR, PREP_REFINE, PREP_REFINE_BLOCK)
 PREP_ROW(PREP_REFINE_ATTR, PREP_REFINE_ROW, PREP_REFINE_BLOCK)

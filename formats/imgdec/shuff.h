@@ -10,7 +10,7 @@
 // refilling a byte at a time; here one 10-bit lookup gives most
 // coefficients' code and value together, and the reader refills 8 bytes at
 // once. Well-formed streams give libjpeg's coefficients
-// (TestSequentialSameCoefficients, FuzzSequential); at the first warning
+// (TestEntropySameCoefficients, FuzzSequential); at the first warning
 // turbo.go has libjpeg decode the file again (TestEntropyDamaged).
 //
 // Written from ITU T.81 F.2.2 and libjpeg's documented module interface
@@ -153,5 +153,7 @@ static void prep_seq_install(j_decompress_ptr cinfo) {
 	e->pub.decode_mcu = prep_seq_mcu;
 	cinfo->entropy = &e->pub;
 	prep_seq_scan(cinfo, e, FALSE);
-	prep_use_consume(cinfo);
+	if (prep_can_consume(cinfo)) {
+		prep_use_consume(cinfo);
+	}
 }

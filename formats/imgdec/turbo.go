@@ -166,6 +166,9 @@ static void prep_install(j_decompress_ptr d) {
 		return;
 	}
 	if (d->progressive_mode) {
+		if (!prep_can_consume(d)) {
+			return; // not the case with libjpeg-turbo 2.1
+		}
 		prep_phuff_install(d);
 	} else {
 		prep_seq_install(d);
