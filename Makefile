@@ -18,15 +18,21 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 all: build
 
-# deps installs, with apt-get, only the packages that are missing.
-deps:
-	@missing=""; for p in $(APT_PKGS); do \
+# apt_install installs, with apt-get, only the packages of $(1) that are
+# missing.
+define apt_install
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
+endef
+
+# deps installs what the build and the tests need.
+deps:
+	$(call apt_install,$(APT_PKGS))
 	@command -v $(GO) >/dev/null || { echo "Go 1.26+ is required: https://go.dev/doc/install"; exit 1; }
 	$(GO) mod download
 
@@ -112,13 +118,7 @@ cross: deps
 CROSS_CGO_PKGS := gcc-aarch64-linux-gnu libc6-dev:arm64 libjpeg62-turbo-dev:arm64 libpng-dev:arm64
 cross-cgo: deps
 	@dpkg --print-foreign-architectures | grep -qx arm64 || $(SUDO) dpkg --add-architecture arm64
-	@missing=""; for p in $(CROSS_CGO_PKGS); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
-	fi
+	$(call apt_install,$(CROSS_CGO_PKGS))
 	mkdir -p out
 	CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc GOARCH=arm64 $(GO) test -c -o out/imgdec-arm64.test ./formats/imgdec/
 	cd formats/imgdec && qemu-aarch64-static ../../out/imgdec-arm64.test -test.count=1 \
