@@ -228,7 +228,8 @@ struct prep_phuff {
 	const prep_htab *dcb[D_MAX_BLOCKS_IN_MCU], *acb[D_MAX_BLOCKS_IN_MCU];
 	unsigned char need[D_MAX_BLOCKS_IN_MCU];
 	// The scan's row decoder for prep_consume, when it is of one
-	// component; NULL: decode_mcu an MCU at a time.
+	// component; NULL: a DC scan (dc), or an interleaved sequential one,
+	// which goes to decode_mcu an MCU at a time.
 	prep_row_fn row;
 	// dc: whether the scan is a progressive DC scan, which prep_dc_row
 	// decodes a row of MCUs at a time, interleaved or not.
@@ -492,9 +493,9 @@ static inline void prep_br_mcu_end(j_decompress_ptr cinfo, prep_phuff *e, prep_b
 
 // prep_dc_row decodes MCU row y of a progressive DC scan (first or
 // refinement, of one or more components) into buffer, the iMCU row of
-// each component in the scan, as prep_dc_first and prep_dc_refine would
-// an MCU at a time: a DC scan has a few bits a block, and the calls and
-// block pointers of decode_mcu cost more than decoding them.
+// each component in the scan, as libjpeg's decode_mcu would an MCU at a
+// time: a DC scan has a few bits a block, and the calls and block
+// pointers of decode_mcu cost more than decoding them.
 static void prep_dc_row(j_decompress_ptr cinfo, prep_phuff *e, JBLOCKARRAY *buffer, int y) {
 	const prep_htab *tabs[MAX_COMPS_IN_SCAN];
 	for (int ci = 0; ci < cinfo->comps_in_scan; ci++) {
