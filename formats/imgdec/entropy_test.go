@@ -153,7 +153,7 @@ func TestEntropySameCoefficients(t *testing.T) {
 		t.Run(kind.name, func(t *testing.T) {
 			datas := jpegSet(t, kind.progressive)
 			kind.modes(t, func(t *testing.T) {
-				before, retries := kind.installs(), phuffRetries()
+				before, retries := kind.installs(), entropyRetries()
 				for i, data := range datas {
 					for _, num := range []int{8, 4, 2, 1} {
 						if d := sameDecode(t, data, num); d != "" {
@@ -164,7 +164,7 @@ func TestEntropySameCoefficients(t *testing.T) {
 				if got, want := kind.installs()-before, uint64(4*len(datas)); got != want {
 					t.Errorf("prep's decoder ran %d times, want %d", got, want)
 				}
-				if n := phuffRetries() - retries; n != 0 {
+				if n := entropyRetries() - retries; n != 0 {
 					t.Errorf("prep's decoder gave up on %d well-formed JPEGs", n)
 				}
 			})
@@ -198,7 +198,7 @@ func TestEntropyDamaged(t *testing.T) {
 	for _, kind := range entropyKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			kind.modes(t, func(t *testing.T) {
-				retries := phuffRetries()
+				retries := entropyRetries()
 				for _, f := range seeds[kind.name] {
 					seed := readFile(t, filepath.Join("../../testdata", f))
 					start := bytes.Index(seed, []byte{0xFF, 0xDA})
@@ -213,7 +213,7 @@ func TestEntropyDamaged(t *testing.T) {
 						}
 					}
 				}
-				if phuffRetries() == retries {
+				if entropyRetries() == retries {
 					t.Error("prep's decoder never gave up on a damaged JPEG")
 				}
 			})

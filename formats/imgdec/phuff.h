@@ -934,10 +934,10 @@ static void prep_use_consume(j_decompress_ptr cinfo) {
 }
 
 // prep_phuff_install replaces libjpeg's progressive entropy decoder with
-// prep's, and its consume_data with prep_consume (the caller makes sure
-// of prep_can_consume). It is called from the progress monitor before
-// libjpeg reads the first scan's data, when libjpeg's start_pass has
-// checked and recorded that scan: prep's takes over from there.
+// prep's, which only prep_consume calls (turbo.go's prep_install puts it
+// in). It is called from the progress monitor before libjpeg reads the
+// first scan's data, when libjpeg's start_pass has checked and recorded
+// that scan: prep's takes over from there.
 static unsigned long prep_phuff_installs; // for the tests
 
 static unsigned long prep_phuff_count(void) {
@@ -951,7 +951,6 @@ static void prep_phuff_install(j_decompress_ptr cinfo) {
 	e->pub.start_pass = prep_phuff_start_pass;
 	cinfo->entropy = &e->pub;
 	prep_scan(cinfo, e, FALSE);
-	prep_use_consume(cinfo);
 }
 
 // prep_entropy_finish checks the end of the last scan as prep_scan and

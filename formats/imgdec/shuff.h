@@ -71,37 +71,21 @@ static boolean prep_seq_mcu(j_decompress_ptr cinfo, JBLOCKROW *mcu) {
 	return TRUE;
 }
 
-// prep_seq_row is prep_seq_mcu for a scan of one component, a row of n
-// blocks (prep_row_fn), the bit reader in registers throughout.
-static void prep_seq_row(j_decompress_ptr cinfo, prep_phuff *e, JBLOCKROW row, JDIMENSION n) {
-	prep_load(cinfo, e);
-	prep_br br;
-	prep_br_in(&br, e);
-	const prep_htab *dc = e->dcb[0], *ac = e->acb[0];
+// prep_seq_row_block decodes one block of a scan of one component, for
+// prep_seq_row: the MCU is that block.
+__attribute__((always_inline)) static inline void prep_seq_row_block(j_decompress_ptr cinfo, prep_phuff *e, prep_br *br, JCOEF *blk) {
 	int need = e->need[0];
-	for (JDIMENSION i = 0; i < n; i++) {
-		if (cinfo->restart_interval && e->restarts_to_go == 0) {
-			prep_br_out(e, &br);
-			prep_restart(cinfo, e);
-			prep_br_in(&br, e);
-		}
-		if (!e->pub.insufficient_data) {
-			int diff = prep_seq_block(cinfo, e, &br, dc, ac, need == 2 ? row[i] : NULL);
-			if (need) {
-				int v = (int)((unsigned int)diff + (unsigned int)e->last_dc[0]);
-				e->last_dc[0] = v;
-				row[i][0] = (JCOEF)v;
-			}
-			if (br.n < e->fill) {
-				prep_br_out(e, &br);
-				prep_mcu_end(cinfo, e);
-			}
-		}
-		e->restarts_to_go--;
+	int diff = prep_seq_block(cinfo, e, br, e->dcb[0], e->acb[0], need == 2 ? blk : NULL);
+	if (need) {
+		int v = (int)((unsigned int)diff + (unsigned int)e->last_dc[0]);
+		e->last_dc[0] = v;
+		blk[0] = (JCOEF)v;
 	}
-	prep_br_out(e, &br);
-	prep_save(cinfo, e);
+	prep_br_mcu_end(cinfo, e, br);
 }
+
+// prep_seq_row is prep_seq_mcu for a row of a scan of one component.
+PREP_ROW(, prep_seq_row, prep_seq_row_block)
 
 // prep_seq_scan readies e for the scan libjpeg has just read the header
 // of; check also makes libjpeg's start_pass checks.
@@ -144,7 +128,7 @@ static unsigned long prep_seq_count(void) {
 
 // prep_seq_install replaces libjpeg's sequential entropy decoder with
 // prep's before libjpeg reads the current scan's data, once libjpeg's
-// start_pass has checked that scan.
+// start_pass has checked that scan (turbo.go's prep_install).
 static void prep_seq_install(j_decompress_ptr cinfo) {
 	__atomic_fetch_add(&prep_seq_installs, 1, __ATOMIC_RELAXED);
 	prep_phuff *e = (prep_phuff *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof(prep_phuff));
@@ -153,7 +137,4 @@ static void prep_seq_install(j_decompress_ptr cinfo) {
 	e->pub.decode_mcu = prep_seq_mcu;
 	cinfo->entropy = &e->pub;
 	prep_seq_scan(cinfo, e, FALSE);
-	if (prep_can_consume(cinfo)) {
-		prep_use_consume(cinfo);
-	}
 }

@@ -49,9 +49,9 @@ struct prep_err {
 	// the warnings of those scans are expected.
 	const unsigned char *empty_ac;
 	int n_empty_ac;
-	// phuff_active is set once prep's progressive entropy decoder (phuff.h)
-	// has taken over; retry, when a warning or error came after that.
-	int phuff_active, retry;
+	// own_active is set once prep's entropy decoder (phuff.h, shuff.h) has
+	// taken over; retry, when a warning or error came after that.
+	int own_active, retry;
 };
 
 // prep_in_empty_scan reports whether c is reading an AC scan that
@@ -72,12 +72,12 @@ static int prep_in_empty_scan(j_common_ptr c, struct prep_err *e) {
 	return 0;
 }
 
-// prep_give_up ends a decode by prep's progressive entropy decoder at the
-// first sign of damage, for libjpeg's own decoder to do it again from the
-// start: prep's matches libjpeg's on well-formed streams, and a damaged one
-// (rare) then gets libjpeg's pixels, warning and error exactly.
+// prep_give_up ends a decode by prep's entropy decoders at the first sign
+// of damage, for libjpeg's own decoder to do it again from the start:
+// prep's match libjpeg's on well-formed streams, and a damaged one (rare)
+// then gets libjpeg's pixels, warning and error exactly.
 static void prep_give_up(struct prep_err *e) {
-	if (e->phuff_active) {
+	if (e->own_active) {
 		e->retry = 1;
 		longjmp(e->jump, 1);
 	}
@@ -161,19 +161,27 @@ struct prep_progress {
 	int called;
 };
 
+// prep_install puts prep's entropy decoder in, and prep_consume in place
+// of consume_data when libjpeg reads the scans through it: always for a
+// progressive JPEG (whose decoder only prep_consume calls), for a
+// sequential one when it has several scans.
 static void prep_install(j_decompress_ptr d) {
 	if (d->arith_code) {
 		return;
 	}
+	int consume = prep_can_consume(d);
 	if (d->progressive_mode) {
-		if (!prep_can_consume(d)) {
+		if (!consume) {
 			return; // not the case with libjpeg-turbo 2.1
 		}
 		prep_phuff_install(d);
 	} else {
 		prep_seq_install(d);
 	}
-	((struct prep_err *)d->err)->phuff_active = 1;
+	if (consume) {
+		prep_use_consume(d);
+	}
+	((struct prep_err *)d->err)->own_active = 1;
 }
 
 static void prep_progress_monitor(j_common_ptr c) {
@@ -203,7 +211,7 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num, i
 	e.warnlen = msglen;
 	e.empty_ac = empty_ac;
 	e.n_empty_ac = n_empty_ac;
-	e.phuff_active = 0;
+	e.own_active = 0;
 	e.retry = 0;
 	warn[0] = 0;
 	if (setjmp(e.jump)) {
@@ -254,7 +262,7 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num, i
 		}
 		jpeg_read_scanlines(&d, rows, n);
 	}
-	if (e.phuff_active) {
+	if (e.own_active) {
 		prep_entropy_finish(&d);
 	}
 	jpeg_finish_decompress(&d);
@@ -413,7 +421,7 @@ func decodeTurboWith(data []byte, cfg image.Config, num int, dropScans, own bool
 		// prep's entropy decoder met damage: libjpeg decodes the
 		// file again, every scan of it, so that a damaged file comes
 		// out as libjpeg makes it whichever scans dcScans dropped.
-		phuffRetryCount.Add(1)
+		entropyRetryCount.Add(1)
 		rc = C.prep_decode((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(num), 0,
 			nil, 0,
 			(*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(w), C.int(h),
@@ -446,11 +454,11 @@ func seqInstalls() uint64 {
 	return uint64(C.prep_seq_count())
 }
 
-// phuffRetries counts the decodes prep's entropy decoders (either) gave
+// entropyRetries counts the decodes prep's entropy decoders (either) gave
 // up on, for libjpeg's to do again.
-func phuffRetries() uint64 { return phuffRetryCount.Load() }
+func entropyRetries() uint64 { return entropyRetryCount.Load() }
 
-var phuffRetryCount atomic.Uint64
+var entropyRetryCount atomic.Uint64
 
 // usePdep makes AC refinement scans find zeros with PDEP or without, and
 // returns the previous choice: for the tests, which check both ways.
