@@ -73,3 +73,12 @@ type FileInfo struct {
 	Size   int64
 	CRC32C uint32 // Castagnoli, as Cloud Storage keeps it per object
 }
+
+// Folderer is implemented by Sources that can name the folders directly
+// under their root as a directory listing sees them, empty and hidden ones
+// included. An ImageFolder's classes are those folders (torchvision's
+// find_classes), and a folder that List shows nothing of is one a run
+// would otherwise lose without a word.
+type Folderer interface {
+	Folders(ctx context.Context) ([]string, error)
+}

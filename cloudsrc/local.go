@@ -77,6 +77,25 @@ func (d Dir) walk(ctx context.Context, dir, rel string, parents []fs.FileInfo, o
 	return nil
 }
 
+// Folders names the folders directly under the root, hidden ones
+// included, following links as List does.
+func (d Dir) Folders(ctx context.Context) ([]string, error) {
+	entries, err := os.ReadDir(d.Root)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", d.Root, err)
+	}
+	var names []string
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if fi, err := os.Stat(filepath.Join(d.Root, e.Name())); err == nil && fi.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
 // Open opens the file behind key.
 func (d Dir) Open(_ context.Context, key string) (io.ReadCloser, error) {
 	name := d.LocalPath(key)

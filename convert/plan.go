@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"slices"
 	"sort"
@@ -32,12 +33,30 @@ type Listing struct {
 	Entries []Entry
 	Classes []string           // label i is Classes[i]; nil when unlabelled
 	Ignored []manifest.Skipped // files no handler takes
+	// Strays are the convertible files beside the class folders of an
+	// ImageFolder: no folder names their class, so they are not in
+	// Entries. Check refuses them unless told to leave them out.
+	Strays []Entry
+	// Empty are the classes no listed file belongs to: torchvision's
+	// ImageFolder refuses such a folder, and Check does too.
+	Empty []EmptyClass
 }
 
-// ListSource lists a source in ImageFolder layout when every file sits in
-// a class folder (SRC/<class>/<file>: classes are the sorted folder names),
-// otherwise as a flat, unlabelled folder. Files whose extension no handler
-// takes are listed in Ignored.
+// EmptyClass is a class folder without a convertible file.
+type EmptyClass struct {
+	Name  string `json:"name"`
+	Index int    `json:"index"`
+	Why   string `json:"why"`
+}
+
+// ListSource lists a source in ImageFolder layout when any convertible
+// file sits in a folder: the classes are the folders directly under the
+// root, in the order and with the indices torchvision's ImageFolder gives
+// them (Python's sorted() of the names), every folder counted, empty and
+// hidden ones too where the source can name them (cloudsrc.Folderer).
+// Otherwise it lists a flat, unlabelled folder. Files whose extension no
+// handler takes are listed in Ignored. Check says whether the layout is
+// one a run may take.
 func ListSource(ctx context.Context, src cloudsrc.Source, handled func(key string) bool) (*Listing, error) {
 	objs, err := src.List(ctx)
 	if err != nil {
@@ -55,28 +74,48 @@ func ListSource(ctx context.Context, src cloudsrc.Source, handled func(key strin
 		l.Entries = append(l.Entries, Entry{Key: o.Key, Label: formats.NoLabel, Src: src, Size: o.Size})
 	}
 	slices.SortFunc(l.Entries, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
-	foldered := len(l.Entries) > 0
-	classSet := map[string]bool{}
-	for _, e := range l.Entries {
-		i := strings.IndexByte(e.Key, '/')
-		if i < 0 {
-			foldered = false
-			break
-		}
-		classSet[e.Key[:i]] = true
+	if !slices.ContainsFunc(l.Entries, func(e Entry) bool { return strings.Contains(e.Key, "/") }) {
+		return l, nil // flat
 	}
-	if foldered {
-		for c := range classSet {
-			l.Classes = append(l.Classes, c)
+	classSet := map[string]bool{}
+	if fl, ok := src.(cloudsrc.Folderer); ok {
+		names, err := fl.Folders(ctx)
+		if err != nil {
+			return nil, err
 		}
-		sort.Strings(l.Classes)
-		index := make(map[string]int64, len(l.Classes))
-		for i, c := range l.Classes {
-			index[c] = int64(i)
+		for _, n := range names {
+			classSet[n] = true
 		}
-		for i := range l.Entries {
-			e := &l.Entries[i]
-			e.Label = index[e.Key[:strings.IndexByte(e.Key, '/')]]
+	}
+	for _, o := range objs {
+		if c, _, ok := strings.Cut(o.Key, "/"); ok {
+			classSet[c] = true
+		}
+	}
+	for c := range classSet {
+		l.Classes = append(l.Classes, c)
+	}
+	slices.SortFunc(l.Classes, PyCompare)
+	index := make(map[string]int64, len(l.Classes))
+	for i, c := range l.Classes {
+		index[c] = int64(i)
+	}
+	kept := l.Entries[:0]
+	inClass := make([]int, len(l.Classes))
+	for _, e := range l.Entries {
+		c, _, ok := strings.Cut(e.Key, "/")
+		if !ok {
+			l.Strays = append(l.Strays, e)
+			continue
+		}
+		e.Label = index[c]
+		inClass[e.Label]++
+		kept = append(kept, e)
+	}
+	l.Entries = kept
+	for i, c := range l.Classes {
+		if inClass[i] == 0 {
+			l.Empty = append(l.Empty, EmptyClass{Name: c, Index: i, Why: l.whyEmpty(c)})
 		}
 	}
 	return l, nil
@@ -92,10 +131,14 @@ func IsManifestFile(name string) bool {
 	return false
 }
 
-// ParseInputList reads a CSV (`path,label` rows, an optional header) or a
-// JSONL file ({"path": ..., "label": ...}, "uri" also accepted). Labels
-// that are all integers are used as they are; labels that are all names
-// are class names, numbered in sorted order; a mix is an error. open
+// ParseInputList reads a list of inputs: a CSV (`path,label` rows per RFC
+// 4180, an optional header), a JSONL file ({"path": ..., "label": ...},
+// "uri" also accepted) or a .txt file (a path a line, optionally followed
+// by a tab or space and a label; see parseTxt). A UTF-8 byte order mark is
+// skipped. Labels that are all integers (10.0, as pandas writes integer
+// columns with a gap, is 10) are used as they are; labels that are all
+// names are class names, numbered in sorted order; a mix, a fraction, a
+// negative index or a list of labels is refused naming the line. open
 // resolves each path to a Source. Paths whose extension no handler takes
 // are listed in Ignored, as ListSource does.
 func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.Source, string, error), handled func(key string) bool) (*Listing, error) {
@@ -104,6 +147,7 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 		line       int
 	}
 	var rows []row
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	switch strings.ToLower(path.Ext(name)) {
 	case ".jsonl":
 		sc := bufio.NewScanner(bytes.NewReader(data))
@@ -128,17 +172,21 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 			if p == "" {
 				return nil, fmt.Errorf("%s:%d: no \"path\" field", name, n)
 			}
-			// A string label is decoded, escapes and all ("caf\u00e9" is
-			// café, "null" a class name); null is no label; anything else,
-			// a number, is taken as written.
-			var label string
-			if json.Unmarshal(v.Label, &label) != nil {
-				label = string(v.Label)
+			label, err := jsonLabel(v.Label)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", name, n, err)
 			}
 			rows = append(rows, row{p, label, n})
 		}
 		if err := sc.Err(); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	case ".txt":
+		for n, line := range strings.Split(string(data), "\n") {
+			p, label := parseTxt(strings.TrimSuffix(line, "\r"), handled)
+			if p != "" {
+				rows = append(rows, row{p, label, n + 1})
+			}
 		}
 	default:
 		r := csv.NewReader(bytes.NewReader(data))
@@ -150,7 +198,7 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 				break
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w (rows must be path,label)", name, err)
+				return nil, fmt.Errorf("%s: %w (rows must be path,label, a field holding a comma or quote in double quotes, quotes doubled)", name, err)
 			}
 			if len(rec) == 0 || rec[0] == "" {
 				continue
@@ -165,6 +213,14 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 			line, _ := r.FieldPos(0)
 			rows = append(rows, row{rec[0], label, line})
 		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		l, err := numericLabel(r.label)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, r.line, err)
+		}
+		r.label = l
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("%s lists no inputs", name)
@@ -221,7 +277,7 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 		for c := range set {
 			l.Classes = append(l.Classes, c)
 		}
-		sort.Strings(l.Classes)
+		slices.SortFunc(l.Classes, PyCompare)
 		for i, c := range l.Classes {
 			index[c] = int64(i)
 		}
@@ -248,6 +304,78 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 	}
 	sort.Slice(l.Entries, func(i, j int) bool { return l.Entries[i].Key < l.Entries[j].Key })
 	return l, nil
+}
+
+// jsonLabel reads a JSONL label: a string as its text, a number as
+// written, null or none as no label. A list or object is refused: prep
+// stores one class a sample.
+func jsonLabel(raw json.RawMessage) (string, error) {
+	v := bytes.TrimSpace(raw)
+	if len(v) == 0 || string(v) == "null" {
+		return "", nil
+	}
+	var s string
+	switch v[0] {
+	case '"':
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", err
+		}
+		return s, nil
+	case '[':
+		return "", fmt.Errorf("label %s is a list: prep stores one class a sample (multi-label data is not supported); give one label, or convert without labels and keep the label lists beside the shards, keyed by path", v)
+	case '{', 't', 'f':
+		return "", fmt.Errorf("label %s is not a class index or name: give an integer or a string", v)
+	}
+	return string(v), nil
+}
+
+// numericLabel reads a label that is a number as the class index it
+// names: "10" and "10.0" (pandas' integers in a float column) are "10".
+// A number that is no index (2.5, -1, 1e30, NaN) is refused; other text
+// is a class name, returned as it is.
+func numericLabel(label string) (string, error) {
+	if label == "" {
+		return "", nil
+	}
+	if n, err := strconv.ParseInt(label, 10, 64); err == nil {
+		if n < 0 {
+			return "", fmt.Errorf("label %q is negative: class indices start at 0; leave the label empty for an unlabelled input", label)
+		}
+		return label, nil
+	}
+	f, err := strconv.ParseFloat(label, 64)
+	if err != nil {
+		return label, nil // a name
+	}
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f) || math.Abs(f) >= 1<<53:
+		return "", fmt.Errorf("label %q is a number but not a class index: prep's labels are integers from 0 or class names; round them, or write names that do not read as numbers", label)
+	case f < 0:
+		return "", fmt.Errorf("label %q is negative: class indices start at 0; leave the label empty for an unlabelled input", label)
+	}
+	return strconv.FormatInt(int64(f), 10), nil
+}
+
+// parseTxt reads a line of a .txt list: a path, or a path, a tab or
+// space, and a label (`train/n01/x.JPEG 0`, as Caffe's lists are). A line
+// that is itself a path prep converts is a path, spaces and commas and
+// all; otherwise the label is what follows the last tab, or else the
+// last space. Blank lines and lines starting with # are skipped.
+func parseTxt(line string, handled func(string) bool) (path, label string) {
+	if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+		return "", ""
+	}
+	if handled(line) {
+		return line, ""
+	}
+	i := strings.LastIndexByte(line, '\t')
+	if i < 0 {
+		i = strings.LastIndexByte(strings.TrimRight(line, " "), ' ')
+	}
+	if i < 0 {
+		return line, ""
+	}
+	return strings.TrimRight(line[:i], " \t"), strings.TrimSpace(line[i+1:])
 }
 
 func ext(key string) string { return strings.ToLower(path.Ext(key)) }

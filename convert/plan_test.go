@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/formats"
+	"github.com/prep-dev/prep/formats/manifest"
 )
 
 func TestParseInputList(t *testing.T) {
@@ -46,6 +48,20 @@ func TestParseInputList(t *testing.T) {
 		{"mixed, one integer", "in.jsonl", `{"path": "a.png", "label": "cat"}` + "\n" + `{"path": "b.png", "label": "dog"}` + "\n" + `{"path": "c.png", "label": 4}` + "\n",
 			nil, nil, nil, nil, `in.jsonl:3: label "4" is an integer, but 2 other labels are class names`},
 		{"mixed, a tie names the later kind", "in.csv", "a.png,cat\nb.png,4\n", nil, nil, nil, nil, `in.csv:2: label "4" is an integer`},
+		// Lists as the standard libraries read them (issue 28).
+		{"csv bom header", "in.csv", "\ufeffpath,label\r\na.png,cat\r\n", []string{"a.png"}, []int64{0}, []string{"cat"}, nil, ""},
+		{"csv quoted comma and quote", "in.csv", "\"x,\"\"y\"\".png\",\"big, cat\"\n", []string{`x,"y".png`}, []int64{0}, []string{"big, cat"}, nil, ""},
+		{"csv float labels", "in.csv", "a.png,10.0\nb.png,2.0\nc.png,3\n", []string{"a.png", "b.png", "c.png"}, []int64{10, 2, 3}, nil, nil, ""},
+		{"csv fraction", "in.csv", "a.png,1\nb.png,2.5\n", nil, nil, nil, nil, `in.csv:2: label "2.5" is a number but not a class index`},
+		{"csv negative", "in.csv", "a.png,-1\n", nil, nil, nil, nil, `in.csv:1: label "-1" is negative`},
+		{"csv nan", "in.csv", "a.png,NaN\n", nil, nil, nil, nil, `label "NaN" is a number but not a class index`},
+		{"jsonl bom float", "in.jsonl", "\ufeff" + `{"path": "a.png", "label": 10.0}` + "\n" + `{"path": "b.png", "label": 2}` + "\n", []string{"a.png", "b.png"}, []int64{10, 2}, nil, nil, ""},
+		{"jsonl multi-label", "in.jsonl", `{"path": "a.png", "label": 1}` + "\n" + `{"path": "b.png", "label": [3, 7]}` + "\n", nil, nil, nil, nil, "in.jsonl:2: label [3, 7] is a list"},
+		{"jsonl object label", "in.jsonl", `{"path": "a.png", "label": {"c": 1}}` + "\n", nil, nil, nil, nil, "in.jsonl:1: label"},
+		{"jsonl null label", "in.jsonl", `{"path": "a.png", "label": null}` + "\n", []string{"a.png"}, []int64{-1}, nil, nil, ""},
+		{"txt paths with commas and spaces", "in.txt", "a, b.png\n# comment\n\nmy photo.jpg\r\n", []string{"a, b.png", "my photo.jpg"}, []int64{-1, -1}, nil, nil, ""},
+		{"txt caffe labels", "in.txt", "n01/x 1.png 3\nn02/y.png\t0\n", []string{"n01/x 1.png", "n02/y.png"}, []int64{3, 0}, nil, nil, ""},
+		{"txt names", "in.txt", "a.png dog\nb.png cat\n", []string{"a.png", "b.png"}, []int64{1, 0}, []string{"cat", "dog"}, nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +106,6 @@ func TestListSourceLayouts(t *testing.T) {
 	}{
 		{"imagefolder", []string{"dog/1.png", "cat/2.png", "cat/1.png"}, []string{"cat", "dog"}, []int64{0, 0, 1}},
 		{"flat", []string{"b.png", "a.png"}, nil, []int64{formats.NoLabel, formats.NoLabel}},
-		{"mixed is flat", []string{"a.png", "x/b.png"}, nil, []int64{formats.NoLabel, formats.NoLabel}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,5 +131,107 @@ func TestListSourceLayouts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestListSourceClasses: a folder's classes are torchvision's, whatever
+// else sits in it; what would change them is refused, naming it and the
+// fix, or allowed by a flag with a warning (issue 28).
+func TestListSourceClasses(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   []string // a name ending in / is an empty folder
+		rules   LabelRules
+		classes []string
+		keys    []string
+		labels  []int64
+		err     []string // each must be in the error
+		warn    int
+	}{
+		{"stray refused", []string{"a.png", "x/b.png", "y/c.png"}, LabelRules{}, nil, nil, nil,
+			[]string{"1 convertible file beside the class folders", "(a.png)", "--ignore-stray-files", "--layout flat"}, 0},
+		{"stray left out", []string{"a.png", "x/b.png", "y/c.png", "z/README"}, LabelRules{IgnoreStrays: true, KeepEmptyClasses: true},
+			[]string{"x", "y", "z"}, []string{"x/b.png", "y/c.png"}, []int64{0, 1}, nil, 2},
+		{"flat by flag", []string{"a.png", "x/b.png"}, LabelRules{Layout: LayoutFlat}, nil, []string{"a.png", "x/b.png"}, []int64{-1, -1}, nil, 0},
+		{"imagefolder wanted", []string{"a.png"}, LabelRules{Layout: LayoutImageFolder}, nil, nil, nil, []string{"no class folders"}, 0},
+		{"empty folder refused", []string{"a/1.png", "b/", "c/2.png"}, LabelRules{}, nil, nil, nil,
+			[]string{`class folder "b" (index 1)`, "empty", "--keep-empty-classes"}, 0},
+		{"no convertible file", []string{"a/1.png", "b/x.webp", "b/y.txt"}, LabelRules{}, nil, nil, nil,
+			[]string{`class folder "b" (index 1)`, "no file prep converts (1 .txt, 1 .webp)"}, 0},
+		{"hidden folder counts", []string{".ipynb_checkpoints/", "a/1.png", "b/2.png"}, LabelRules{}, nil, nil, nil,
+			[]string{`class folder ".ipynb_checkpoints" (index 0)`, "hidden"}, 0},
+		{"empty kept", []string{".ipynb_checkpoints/", "a/1.png", "b/", "c/2.png"}, LabelRules{KeepEmptyClasses: true},
+			[]string{".ipynb_checkpoints", "a", "b", "c"}, []string{"a/1.png", "c/2.png"}, []int64{1, 3}, nil, 2},
+		{"python order", []string{"\xff/1.png", "\ue000/2.png", "B/3.png", "a/4.png"}, LabelRules{},
+			[]string{"B", "a", "\xff", "\ue000"}, []string{"B/3.png", "a/4.png", "\ue000/2.png", "\xff/1.png"}, []int64{0, 1, 3, 2}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tt.files {
+				if strings.HasSuffix(f, "/") {
+					os.MkdirAll(filepath.Join(dir, f), 0o755)
+					continue
+				}
+				os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755)
+				os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644)
+			}
+			l, err := ListSource(context.Background(), cloudsrc.Dir{Root: dir}, func(k string) bool { return strings.HasSuffix(k, ".png") })
+			if err != nil {
+				t.Fatal(err)
+			}
+			warnings, err := l.Check("SRC", tt.rules)
+			if tt.err != nil {
+				if err == nil {
+					t.Fatalf("no error; classes %q", l.Classes)
+				}
+				for _, want := range tt.err {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q lacks %q", err, want)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(warnings) != tt.warn {
+				t.Errorf("warnings %q, want %d", warnings, tt.warn)
+			}
+			if !slices.Equal(l.Classes, tt.classes) {
+				t.Errorf("classes %q, want %q", l.Classes, tt.classes)
+			}
+			var keys []string
+			var labels []int64
+			for _, e := range l.Entries {
+				keys, labels = append(keys, e.Key), append(labels, e.Label)
+			}
+			if !slices.Equal(keys, tt.keys) || !slices.Equal(labels, tt.labels) {
+				t.Errorf("entries %q %v, want %q %v", keys, labels, tt.keys, tt.labels)
+			}
+		})
+	}
+}
+
+func TestPyCompare(t *testing.T) {
+	// Python: sorted(["\udcff", "\ue000", "\U0001f600", "z", "\u00e9"]) by code point.
+	in := []string{"\U0001f600", "\ue000", "\xff", "z", "\u00e9", "\xc3"}
+	want := []string{"z", "\u00e9", "\xc3", "\xff", "\ue000", "\U0001f600"}
+	slices.SortFunc(in, PyCompare)
+	if !slices.Equal(in, want) {
+		t.Errorf("sorted %q, want %q", in, want)
+	}
+}
+
+// TestEmptyAfterRun: a class whose every input was skipped is named.
+func TestEmptyAfterRun(t *testing.T) {
+	l := &Listing{Classes: []string{"a", "b", "c"}, Entries: []Entry{{Key: "a/1.png", Label: 0}, {Key: "b/1.png", Label: 1}, {Key: "b/2.png", Label: 1}, {Key: "c/1.png", Label: 2}},
+		Empty: nil}
+	lost := l.EmptyAfterRun([]manifest.Skipped{{Key: "b/1.png#c0"}, {Key: "b/2.png#c0"}, {Key: "c/1.png#c0"}})
+	if len(lost) != 2 || lost[0].Name != "b" || lost[1].Name != "c" {
+		t.Errorf("lost %v, want b and c", lost)
+	}
+	if lost := l.EmptyAfterRun([]manifest.Skipped{{Key: "b/1.png#c0"}}); len(lost) != 0 {
+		t.Errorf("lost %v, want none", lost)
 	}
 }

@@ -58,6 +58,7 @@ type convertFlags struct {
 	splitAxis     int
 	maxSampleSize string
 	maxSkipped    string
+	labels        convert.LabelRules
 	io            cloudsrc.Opener // the gs:// transfer flags (ioFlags)
 	video         convert.VideoOptions
 	audio         convert.AudioOptions
@@ -129,6 +130,9 @@ func addConvertFlags(fl *pflag.FlagSet, f *convertFlags) {
 	fl.StringVar(&f.audio.SampleFormat, "sample-format", "s16", "audio: s16 (16-bit PCM) or f32 (IEEE float)")
 	fl.IntVar(&f.splitAxis, "split-axis", -1, ".npy/.npz: -1 makes each file one sample, 0 makes each row along axis 0 a sample")
 	fl.StringVar(&f.maxSampleSize, "max-sample-bytes", defaultMaxSample, ".npz: skip an archive whose compressed members would inflate to more than this; audio: the most --duration may ask of a sample")
+	fl.StringVar((*string)(&f.labels.Layout), "layout", string(convert.LayoutAuto), "a folder's labels: auto (ImageFolder classes when files sit in folders, else none), imagefolder (require SRC/<class>/<file>) or flat (every file at any depth, no labels)")
+	fl.BoolVar(&f.labels.KeepEmptyClasses, "keep-empty-classes", false, "keep the index of a class folder with no convertible file (or whose every input fails), with a warning, instead of refusing the run")
+	fl.BoolVar(&f.labels.IgnoreStrays, "ignore-stray-files", false, "leave out convertible files beside the class folders (as torchvision's ImageFolder does), with a warning, instead of refusing the run")
 	fl.StringVar(&f.maxSkipped, "max-skipped", defaultMaxSkipped, "fail the run (exit 1, after writing everything) when more than this share of its inputs is skipped; 100% never fails")
 }
 
@@ -479,6 +483,9 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 		}
 	}()
 	opts := recordedOptions(cmd.Flags())
+	if f.labels.Layout != convert.LayoutAuto {
+		opts["layout"] = string(f.labels.Layout) // recorded only when set, so that other runs' manifests stay as they were
+	}
 	progress, done := newProgress(cmd.ErrOrStderr())
 	defer done()
 	m, sum, err := convert.Run(ctx, listing, convert.Options{
@@ -509,11 +516,32 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 		}{sum, merged}); err != nil {
 			return err
 		}
-		return checkSkipped(sum, c.maxSkipped)
+		return checkRun(cmd, listing, sum, f, c.maxSkipped, taskCount)
 	}
 	printSummary(cmd.OutOrStdout(), m.Format, sum)
 	printMerge(cmd.OutOrStdout(), merged)
-	return checkSkipped(sum, c.maxSkipped)
+	return checkRun(cmd, listing, sum, f, c.maxSkipped, taskCount)
+}
+
+// checkRun fails a finished run that lost too many inputs, or a class:
+// a class whose every input was skipped keeps its index but no sample, so
+// a model never learns it. A task of a distributed run sees only its own
+// share of the inputs and cannot tell.
+func checkRun(cmd *cobra.Command, l *convert.Listing, sum *convert.Summary, f *convertFlags, maxSkipped float64, tasks int) error {
+	var lost []string
+	if tasks <= 1 {
+		for _, e := range l.EmptyAfterRun(sum.Skipped) {
+			lost = append(lost, fmt.Sprintf("%q (index %d)", e.Name, e.Index))
+		}
+	}
+	if len(lost) > 0 {
+		what := fmt.Sprintf("every input of class %s failed to convert (the summary lists why)", strings.Join(lost, ", "))
+		if !f.labels.KeepEmptyClasses {
+			return fmt.Errorf("%s: the shards and %s are written, but a model trained on them never sees the class; fix the inputs and rerun with --overwrite, or pass --keep-empty-classes", what, sum.Manifest)
+		}
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", what+"; index kept with no samples (--keep-empty-classes)")
+	}
+	return checkSkipped(sum, maxSkipped)
 }
 
 // printMerge says what a task's automatic merge did.
@@ -554,13 +582,22 @@ func pickFormat(name string, l *convert.Listing) (formats.ReadWriteFormat, error
 	return nil, usagef("--format %q: want %s or %s", name, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 }
 
-// listConvertible lists SRC, refuses one with nothing prep converts,
-// picks the shard format and checks the media flags: convert and plan
-// both start so.
+// listConvertible lists SRC, refuses one with nothing prep converts or
+// whose labels a run would get wrong (convert.Listing.Check, printing the
+// warnings of what the flags allow), picks the shard format and checks the
+// media flags: convert and plan both start so. A label problem comes back
+// as a *convert.LabelError with the listing, so that plan can report it.
 func listConvertible(cmd *cobra.Command, src string, f *convertFlags, handler func(string) convert.Handler) (*convert.Listing, formats.ReadWriteFormat, error) {
 	listing, err := listInputs(cmd.Context(), &f.io, src, func(k string) bool { return handler(k) != nil })
 	if err != nil {
 		return nil, nil, err
+	}
+	warnings, labelErr := listing.Check(src, f.labels)
+	for _, w := range warnings {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+	}
+	if labelErr != nil && !errors.As(labelErr, new(*convert.LabelError)) {
+		return nil, nil, usageError{labelErr}
 	}
 	if len(listing.Entries) == 0 {
 		return nil, nil, fmt.Errorf("%s holds no inputs prep converts (%d files of other types): it takes %s",
@@ -570,7 +607,10 @@ func listConvertible(cmd *cobra.Command, src string, f *convertFlags, handler fu
 	if err != nil {
 		return nil, nil, err
 	}
-	return listing, format, checkMediaInputs(cmd, src, listing)
+	if err := checkMediaInputs(cmd, src, listing); err != nil {
+		return nil, nil, err
+	}
+	return listing, format, labelErr
 }
 
 // listInputs lists SRC: a CSV/JSONL list of inputs, or a folder, glob or
@@ -627,7 +667,7 @@ func printSummary(w io.Writer, format string, s *convert.Summary) {
 		}
 	}
 	if len(s.Ignored) > 0 {
-		fmt.Fprintf(w, "ignored %s of unsupported types\n", count(len(s.Ignored), "file"))
+		fmt.Fprintf(w, "ignored %s (listed in the manifest with why)\n", count(len(s.Ignored), "file"))
 	}
 	fmt.Fprintf(w, "manifest: %s\n", s.Manifest)
 }

@@ -366,7 +366,7 @@ func TestInputListUnsupported(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			if !strings.Contains(stdout, "ignored 3 files of unsupported types") {
+			if !strings.Contains(stdout, "ignored 3 files (listed in the manifest with why)") {
 				t.Errorf("summary does not count the ignored files:\n%s", stdout)
 			}
 			m, err := manifest.Read(dst)

@@ -80,6 +80,9 @@ func flagsOf(m *manifest.Manifest) (*convertFlags, *augment.Recipe, error) {
 			return nil, nil, fmt.Errorf("manifest option %s=%q: %w", o.key, v, err)
 		}
 	}
+	if v, ok := m.Options["layout"]; ok {
+		f.labels.Layout = convert.Layout(v)
+	}
 	recipe, err := augment.Parse(m.Recipe)
 	if err != nil {
 		return nil, nil, fmt.Errorf("manifest recipe %q: %w", m.Recipe, err)

@@ -250,6 +250,10 @@ func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Contex
 	if err != nil {
 		return fmt.Errorf("inspect --rebuild: list the inputs: %w", err)
 	}
+	// The classes the run kept are in the manifest; Rebuild compares them.
+	if _, err := listing.Check(src, convert.LabelRules{Layout: flags.labels.Layout, KeepEmptyClasses: true, IgnoreStrays: true}); err != nil {
+		return fmt.Errorf("inspect --rebuild: %w", err)
+	}
 	if err := checkMediaInputs(cmd, src, listing); err != nil {
 		return err
 	}

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -163,6 +165,26 @@ type planOutput struct {
 	Tiers   []planTier      `json:"tiers,omitempty"`
 	Verdict planVerdict     `json:"verdict"`
 	Tier    *bench.DiskTier `json:"-"`
+
+	ClassTable []planClass   `json:"class_table,omitempty"`
+	IgnoredBy  []planIgnored `json:"ignored_by_type,omitempty"`
+	Refused    []string      `json:"refused,omitempty"` // why convert will refuse the run, as it would say it
+	maxSkipped float64
+}
+
+// planClass is one class of the run: torchvision's ImageFolder gives a
+// folder's classes the same names and indices.
+type planClass struct {
+	Index  int    `json:"index"`
+	Name   string `json:"name"`
+	Inputs int    `json:"inputs"`
+}
+
+// planIgnored counts the files of one type that no handler takes.
+type planIgnored struct {
+	Type     string   `json:"type"`
+	Files    int      `json:"files"`
+	Examples []string `json:"examples"`
 }
 
 type planTime struct {
@@ -195,7 +217,12 @@ type planTier struct {
 }
 
 type planVerdict struct {
-	Fits  *bool  `json:"fits,omitempty"`  // shards fit DST's free space; absent when unknown
+	// ConvertExit is the status prep convert will exit with as far as
+	// the plan can tell: 1 when it refuses the labels or the sampled inputs
+	// fail over --max-skipped.
+	ConvertExit int      `json:"convert_exit"`
+	ConvertWhy  []string `json:"convert_why,omitempty"`
+	Fits        *bool    `json:"fits,omitempty"` // shards fit DST's free space; absent when unknown
 	Feeds *bool  `json:"feeds,omitempty"` // the judged disk reads fast enough; absent without --need or a disk
 	By    string `json:"by,omitempty"`    // what Feeds judged: the measured disk or a --disk type
 	OK    bool   `json:"ok"`
@@ -244,7 +271,8 @@ func runPlan(cmd *cobra.Command, src, dst string, f *convertFlags, p *planFlags)
 	}
 	handler := f.handler(c.recipe)
 	listing, format, err := listConvertible(cmd, src, f, handler)
-	if err != nil {
+	var labelErr *convert.LabelError
+	if err != nil && !errors.As(err, &labelErr) {
 		return err
 	}
 	local := dst != "" && !cloudsrc.IsRemote(dst)
@@ -270,6 +298,7 @@ func runPlan(cmd *cobra.Command, src, dst string, f *convertFlags, p *planFlags)
 		return fmt.Errorf("plan: %w", err)
 	}
 	out := &planOutput{Source: src, Dest: dst, Format: format.Name(), Recipe: c.recipe.String(), Seed: f.seed, Order: string(c.order), Estimate: est, Tier: pc.tier}
+	out.labels(listing, labelErr, c.maxSkipped)
 	out.timeOn(c.taskCount, p.cores)
 	out.needOf(pc.need)
 	if local {
@@ -368,6 +397,17 @@ func measureDisk(cmd *cobra.Command, dir, work string, probe int64) (*planDisk, 
 func (o *planOutput) judge() {
 	v := &o.Verdict
 	v.OK = true
+	v.ConvertWhy = append(v.ConvertWhy, o.Refused...)
+	if e := o.Estimate; e.Sampled > 0 && len(e.Failed) > 0 {
+		if share := float64(len(e.Failed)) / float64(e.Sampled); share > o.maxSkipped {
+			v.ConvertWhy = append(v.ConvertWhy, fmt.Sprintf("%d of the %d sampled inputs failed (%.1f%%), over --max-skipped %g%%: convert would skip about %.0f of %s and exit 1",
+				len(e.Failed), e.Sampled, 100*share, 100*o.maxSkipped, share*float64(e.Inputs), count(e.Inputs, "input")))
+		}
+	}
+	if len(v.ConvertWhy) > 0 {
+		v.ConvertExit = 1
+		v.OK = false
+	}
 	if o.Disk != nil && o.Disk.FreeBytes >= 0 {
 		fits := o.Bytes.High <= float64(o.Disk.FreeBytes)
 		v.Fits = &fits
@@ -401,6 +441,9 @@ func (o *planOutput) failure() string {
 	var why []string
 	if v := o.Verdict; v.Fits != nil && !*v.Fits {
 		why = append(why, fmt.Sprintf("the shards (up to %s) do not fit the %s free under %s", humanBytes(int64(o.Bytes.High)), humanBytes(o.Disk.FreeBytes), o.Disk.Dir))
+	}
+	if n := len(o.Verdict.ConvertWhy); n > 0 {
+		why = append(why, fmt.Sprintf("convert will exit %d (%s printed above)", o.Verdict.ConvertExit, count(n, "reason")))
 	}
 	if v := o.Verdict; v.Feeds != nil && !*v.Feeds {
 		why = append(why, fmt.Sprintf("%s reads slower than the %.0f MB/s that %s samples/s need", v.By, o.Need.MBps, bench.Commas(o.Need.SamplesPerSec)))
@@ -437,6 +480,12 @@ func (o *planOutput) writeText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "plan      %s -> %s: %s, recipe %q, seed %d, %s, order %s\n", o.Source, dst, o.Format, o.Recipe, o.Seed, plural(e.Copies, "copy", "copies"), o.Order)
 	fmt.Fprintf(w, "inputs    %s\n", o.inputsText())
+	for _, line := range o.classLines() {
+		fmt.Fprintf(w, "          %s\n", line)
+	}
+	for _, g := range o.IgnoredBy {
+		fmt.Fprintf(w, "          ignored %s: %s\n", count(g.Files, g.Type+" file"), strings.Join(g.Examples, ", "))
+	}
 	fmt.Fprintf(w, "sample    %s\n", o.sampleText())
 	for i, k := range e.Failed {
 		if i == 5 {
@@ -460,6 +509,9 @@ func (o *planOutput) writeText(w io.Writer) error {
 	}
 	if len(o.Tiers) > 0 {
 		fmt.Fprintf(w, "tiers     %s\n", o.tiersText())
+	}
+	for _, why := range o.Verdict.ConvertWhy {
+		fmt.Fprintf(w, "refuses   %s\n", why)
 	}
 	fmt.Fprintf(w, "verdict   %s\n", o.verdictText())
 	return nil
@@ -542,6 +594,9 @@ func (o *planOutput) tiersText() string {
 func (o *planOutput) verdictText() string {
 	var parts []string
 	v := o.Verdict
+	if v.ConvertExit != 0 {
+		parts = append(parts, fmt.Sprintf("CONVERT WILL EXIT %d (%s above)", v.ConvertExit, count(len(v.ConvertWhy), "reason")))
+	}
 	switch {
 	case v.Fits == nil:
 		parts = append(parts, "free space not checked (no local DST)")
@@ -593,4 +648,62 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// labels records what convert will do to the labels: the class table, the
+// files it ignores by type, and the label problems it will refuse.
+func (o *planOutput) labels(l *convert.Listing, refused *convert.LabelError, maxSkipped float64) {
+	o.maxSkipped = maxSkipped
+	if refused != nil {
+		o.Refused = refused.Problems
+	}
+	inputs := make([]int, len(l.Classes))
+	for _, e := range l.Entries {
+		if e.Label >= 0 && int(e.Label) < len(inputs) {
+			inputs[e.Label]++
+		}
+	}
+	for i, c := range l.Classes {
+		o.ClassTable = append(o.ClassTable, planClass{Index: i, Name: c, Inputs: inputs[i]})
+	}
+	byType := map[string]*planIgnored{}
+	for _, s := range l.Ignored {
+		t := strings.ToLower(filepath.Ext(s.Key))
+		if !strings.HasPrefix(s.Reason, "unsupported") {
+			t = "other"
+		} else if t == "" {
+			t = "(no extension)"
+		}
+		g := byType[t]
+		if g == nil {
+			g = &planIgnored{Type: t}
+			byType[t] = g
+		}
+		g.Files++
+		if len(g.Examples) < 3 {
+			g.Examples = append(g.Examples, s.Key)
+		}
+	}
+	for _, g := range byType {
+		o.IgnoredBy = append(o.IgnoredBy, *g)
+	}
+	slices.SortFunc(o.IgnoredBy, func(a, b planIgnored) int { return cmp.Or(b.Files-a.Files, strings.Compare(a.Type, b.Type)) })
+}
+
+// classLines prints the class table, the first and last classes of a long
+// one.
+func (o *planOutput) classLines() []string {
+	const head = 20
+	var lines []string
+	for i, c := range o.ClassTable {
+		if len(o.ClassTable) > head+5 && i == head {
+			lines = append(lines, fmt.Sprintf("  ... %d more classes (--json lists them all)", len(o.ClassTable)-head-1))
+			continue
+		}
+		if len(o.ClassTable) > head+5 && i > head && i < len(o.ClassTable)-1 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("class %d %q: %s", c.Index, c.Name, count(c.Inputs, "input")))
+	}
+	return lines
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -195,6 +196,58 @@ func TestPlanJudge(t *testing.T) {
 		}
 		if !o.Verdict.OK && o.failure() == "" {
 			t.Errorf("%+v: no reason given", tc)
+		}
+	}
+}
+
+// TestPlanLabels: plan shows what convert will do to the labels (the
+// class table, the files it ignores by type, what it refuses) and says
+// convert will exit 1 when it will, then convert does (issue 28).
+func TestPlanLabels(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	writePhotos(t, src, 6, 40, 60)
+	os.MkdirAll(filepath.Join(src, "empty"), 0o755)
+	for _, f := range []string{"class0/a.webp", "class1/b.webp", "class1/c.gif", "README"} {
+		os.WriteFile(filepath.Join(src, f), []byte("x"), 0o644)
+	}
+	broken := filepath.Join(src, "class2", "broken.jpg")
+	os.WriteFile(broken, []byte("\xff\xd8\xff not a jpeg"), 0o644)
+	flags := []string{"--recipe", "resize=32", "--probe-size", "0"}
+
+	out, code, stderr := planJSON(t, append([]string{src}, flags...)...)
+	if code != exitThreshold || out.Verdict.OK || out.Verdict.ConvertExit != 1 {
+		t.Fatalf("exit %d, verdict %+v: %s", code, out.Verdict, stderr)
+	}
+	var table []string
+	for _, c := range out.ClassTable {
+		table = append(table, fmt.Sprintf("%d %s %d", c.Index, c.Name, c.Inputs))
+	}
+	if want := []string{"0 class0 2", "1 class1 2", "2 class2 3", "3 empty 0"}; !slices.Equal(table, want) {
+		t.Errorf("class table %q, want %q", table, want)
+	}
+	var ignored []string
+	for _, g := range out.IgnoredBy {
+		ignored = append(ignored, fmt.Sprintf("%s %d %s", g.Type, g.Files, strings.Join(g.Examples, ",")))
+	}
+	if want := []string{".webp 2 class0/a.webp,class1/b.webp", "(no extension) 1 README", ".gif 1 class1/c.gif"}; !slices.Equal(ignored, want) {
+		t.Errorf("ignored %q, want %q", ignored, want)
+	}
+	why := strings.Join(out.Verdict.ConvertWhy, "\n")
+	for _, want := range []string{`class folder "empty" (index 3)`, "1 of the 7 sampled inputs failed", "over --max-skipped 1%"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("convert_why lacks %q:\n%s", want, why)
+		}
+	}
+	if _, stderr, code := prepRun(t, append([]string{"convert", src, filepath.Join(dir, "out")}, flags[:2]...)...); code != 1 || !strings.Contains(stderr, `class folder "empty"`) {
+		t.Errorf("convert: exit %d, want 1 as plan said: %s", code, stderr)
+	}
+
+	// Text: a line a class, the ignored types, and the verdict.
+	text, _, _ := prepRun(t, append([]string{"plan", src, "--keep-empty-classes", "--max-skipped", "50%"}, flags...)...)
+	for _, want := range []string{`class 3 "empty": 0 inputs`, "ignored 2 .webp files: class0/a.webp, class1/b.webp", "verdict   free space"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("plan text lacks %q:\n%s", want, text)
 		}
 	}
 }

@@ -479,7 +479,7 @@ func TestSummaryPlurals(t *testing.T) {
 	})
 	want := "converted 1 sample (100 B) into 1 new shard in 500ms: 2 samples/s, 0.0 MB/s\n" +
 		"skipped 1 input (listed in the manifest):\n  a.jpg: truncated\n" +
-		"ignored 1 file of unsupported types\nmanifest: out/manifest.json\n"
+		"ignored 1 file (listed in the manifest with why)\nmanifest: out/manifest.json\n"
 	if buf.String() != want {
 		t.Errorf("summary:\n%s\nwant:\n%s", buf.String(), want)
 	}
