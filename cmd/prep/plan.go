@@ -222,10 +222,10 @@ type planVerdict struct {
 	// fail over --max-skipped.
 	ConvertExit int      `json:"convert_exit"`
 	ConvertWhy  []string `json:"convert_why,omitempty"`
-	Fits        *bool    `json:"fits,omitempty"` // shards fit DST's free space; absent when unknown
-	Feeds *bool  `json:"feeds,omitempty"` // the judged disk reads fast enough; absent without --need or a disk
-	By    string `json:"by,omitempty"`    // what Feeds judged: the measured disk or a --disk type
-	OK    bool   `json:"ok"`
+	Fits        *bool    `json:"fits,omitempty"`  // shards fit DST's free space; absent when unknown
+	Feeds       *bool    `json:"feeds,omitempty"` // the judged disk reads fast enough; absent without --need or a disk
+	By          string   `json:"by,omitempty"`    // what Feeds judged: the measured disk or a --disk type
+	OK          bool     `json:"ok"`
 }
 
 // planChecked is what plan's own flags give once checked.
