@@ -67,6 +67,9 @@ shards are then in the page cache; add --direct to measure the disk.`,
 				return err
 			}
 			target := args[0]
+			if err := needTarget("bench-read", target); err != nil {
+				return err
+			}
 			var fetched *bench.Fetched
 			if cloudsrc.IsRemote(target) {
 				dir, err := os.MkdirTemp(stagingDir(staging), "prep-bench-")

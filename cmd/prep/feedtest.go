@@ -58,6 +58,9 @@ numbers are never a GPU result.`,
 			if err != nil {
 				return err
 			}
+			if err := needTarget("feed-test", args[0]); err != nil {
+				return err
+			}
 			dev, index, err := openDevice(device)
 			if err != nil {
 				return err

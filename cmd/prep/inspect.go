@@ -91,6 +91,9 @@ shards it compares (--staging).`,
 
 func runInspect(cmd *cobra.Command, target string, f *inspectFlags) error {
 	w := cmd.OutOrStdout()
+	if err := needTarget("inspect", target); err != nil {
+		return err
+	}
 	st, err := os.Stat(target)
 	if err != nil {
 		return fmt.Errorf("inspect %s: %w", target, err)

@@ -6,12 +6,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
+	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/prep-dev/prep/cloudsrc"
+	"github.com/prep-dev/prep/formats/manifest"
 )
 
 // Exit codes, documented in the README.
@@ -108,7 +114,11 @@ Exit codes:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{flagError(cmd, err)} })
+	// --version prints what `prep version` prints first; that command
+	// adds the fast paths.
+	root.Version = version
+	root.SetVersionTemplate(fmt.Sprintf("prep {{.Version}} (%s, %s/%s); prep version lists this build's fast paths\n", runtime.Version(), runtime.GOOS, runtime.GOARCH))
 	for _, c := range commands {
 		root.AddCommand(c())
 	}
@@ -154,4 +164,43 @@ func isCobraUsage(err error) bool {
 		}
 	}
 	return false
+}
+
+// flagError says what a flag wants instead of echoing strconv: pflag's
+// `invalid argument "abc" for "--rebuild" flag: strconv.ParseInt: parsing
+// "abc": invalid syntax` reads `--rebuild "abc": want a whole number`.
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	m := pflagInvalid.FindStringSubmatch(msg)
+	if m == nil {
+		return err
+	}
+	want := "a number"
+	switch m[3] {
+	case "ParseInt", "ParseUint":
+		want = "a whole number"
+	case "ParseBool":
+		want = "true or false"
+	}
+	if strings.Contains(msg, "value out of range") {
+		want += " in range"
+	}
+	return fmt.Errorf("%s %q: want %s (see prep %s --help)", m[2], m[1], want, cmd.Name())
+}
+
+var pflagInvalid = regexp.MustCompile(`^invalid argument "(.*)" for "(.*?)" flag: strconv\.(Parse\w+)`)
+
+// needTarget checks that a local shard folder or file given to cmd
+// exists, so that a mistyped path gets a sentence rather than stat's.
+func needTarget(cmd, target string) error {
+	if cloudsrc.IsRemote(target) {
+		return nil
+	}
+	if _, err := os.Stat(target); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s %s: no such folder or file: give the folder prep convert wrote (it holds %s) or one shard file", cmd, target, manifest.FileName)
+		}
+		return fmt.Errorf("%s %s: %w", cmd, target, err)
+	}
+	return nil
 }

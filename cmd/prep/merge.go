@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -30,6 +31,13 @@ manifest.json again.`,
 		Args: positional("DST"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			// A local sink would create a missing folder, only to find no
+			// parts in it.
+			if !cloudsrc.IsRemote(args[0]) {
+				if st, err := os.Stat(args[0]); err != nil || !st.IsDir() {
+					return fmt.Errorf("merge-manifest %s: no such folder: give the DST the tasks of a distributed prep convert wrote into (it holds manifest-task-*.json)", args[0])
+				}
+			}
 			sink, err := cloudsrc.OpenSink(ctx, args[0])
 			if err != nil {
 				return err

@@ -484,3 +484,36 @@ func TestSummaryPlurals(t *testing.T) {
 		t.Errorf("summary:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }
+
+// TestRawMessages: the messages a new user met raw (stat, strconv, an
+// unknown --version, a merge that made the folder it did not find) say
+// what is wrong and what to do (issue 28).
+func TestRawMessages(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "shardz")
+	tests := []struct {
+		args []string
+		code int
+		want string // in stdout+stderr
+	}{
+		{[]string{"inspect", missing}, 1, "no such folder or file: give the folder prep convert wrote (it holds manifest.json)"},
+		{[]string{"bench-read", missing}, 1, "bench-read " + missing + ": no such folder or file"},
+		{[]string{"feed-test", missing, "--device", "host"}, 1, "feed-test " + missing + ": no such folder or file"},
+		{[]string{"inspect", dir, "--rebuild", "abc"}, exitUsage, `--rebuild "abc": want a whole number (see prep inspect --help)`},
+		{[]string{"convert", dir, missing, "--strict=maybe"}, exitUsage, `--strict "maybe": want true or false`},
+		{[]string{"--version"}, 0, "prep " + version},
+		{[]string{"merge-manifest", missing}, 1, "merge-manifest " + missing + ": no such folder: give the DST"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			stdout, stderr, code := prepRun(t, tt.args...)
+			out := stdout + stderr
+			if code != tt.code || !strings.Contains(out, tt.want) || strings.Contains(out, "strconv.") || strings.Contains(out, "stat ") {
+				t.Errorf("exit %d, want %d with %q:\n%s", code, tt.code, tt.want, out)
+			}
+			if _, err := os.Stat(missing); err == nil {
+				t.Fatalf("%v created %s", tt.args, missing)
+			}
+		})
+	}
+}
