@@ -68,6 +68,11 @@ var convertValues = map[string][]cobra.Completion{
 		cobra.CompletionWithDesc(string(convert.OrderShuffle), "copy rounds, each a seeded permutation of the inputs (default)"),
 		cobra.CompletionWithDesc(string(convert.OrderSorted), "key order, copies adjacent"),
 	},
+	"layout": {
+		cobra.CompletionWithDesc(string(convert.LayoutAuto), "ImageFolder classes when files sit in folders, else no labels (default)"),
+		cobra.CompletionWithDesc(string(convert.LayoutImageFolder), "require SRC/<class>/<file>"),
+		cobra.CompletionWithDesc(string(convert.LayoutFlat), "every file at any depth, no labels"),
+	},
 	"decoder": {
 		cobra.CompletionWithDesc("auto", "libjpeg-turbo and libpng where built in (default)"),
 		cobra.CompletionWithDesc("turbo", "libjpeg-turbo with DCT scaling, libpng"),

@@ -443,6 +443,11 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	if f.splitAxis != -1 && f.splitAxis != 0 {
 		return c, usagef("--split-axis %d: want -1 (a file is a sample) or 0 (rows are samples)", f.splitAxis)
 	}
+	switch f.labels.Layout {
+	case convert.LayoutAuto, convert.LayoutImageFolder, convert.LayoutFlat:
+	default:
+		return c, usagef("--layout %q: want auto, imagefolder or flat", f.labels.Layout)
+	}
 	if f.format != "" { // "" is decided from the inputs
 		if _, err := pickFormat(f.format, nil); err != nil {
 			return c, err
