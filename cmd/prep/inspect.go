@@ -434,7 +434,7 @@ func inspectShard(w io.Writer, path string, jsonOut bool) error {
 			Version  string                `json:"version"`
 			Recipe   string                `json:"recipe"`
 			Seed     uint64                `json:"seed"`
-			Classes  []string              `json:"classes,omitempty"`
+			Classes  formats.Names         `json:"classes,omitempty"`
 			Datasets []formats.DatasetInfo `json:"datasets"`
 		}{filepath.Base(path), samples, meta.Version, meta.Recipe, meta.Seed, meta.Classes, ds}
 	default:
