@@ -236,7 +236,7 @@ func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Contex
 	ctx, w := cmd.Context(), cmd.OutOrStdout()
 	src := f.src
 	if src == "" {
-		src = m.Source
+		src = string(m.Source)
 	}
 	if src == "" {
 		return usagef("the manifest records no source (written by an older prep): pass the inputs with --src SRC")
@@ -265,10 +265,10 @@ func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Contex
 	}
 	if f.jsonOut {
 		if err := writeJSON(w, struct {
-			DatasetID string `json:"dataset_id"`
-			Source    string `json:"source"`
+			DatasetID string       `json:"dataset_id"`
+			Source    formats.Name `json:"source"`
 			*convert.Rebuilt
-		}{m.DatasetID, src, res}); err != nil {
+		}{m.DatasetID, formats.Name(src), res}); err != nil {
 			return err
 		}
 	} else {

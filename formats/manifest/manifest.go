@@ -36,7 +36,7 @@ type Manifest struct {
 	Seed          uint64            `json:"seed"`
 	Copies        int               `json:"copies"`
 	Order         string            `json:"order"`            // "shuffle" or "sorted": how items are laid out (docs/FORMAT.md)
-	Source        string            `json:"source,omitempty"` // SRC as convert was given it, local paths made absolute; informative
+	Source        formats.Name      `json:"source,omitempty"` // SRC as convert was given it, local paths made absolute; informative
 	Options       map[string]string `json:"options,omitempty"`
 	Classes       formats.Names     `json:"classes,omitempty"`
 	Items         int               `json:"items"`           // inputs × copies in the whole plan

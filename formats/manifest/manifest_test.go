@@ -183,7 +183,7 @@ func TestDatasetID(t *testing.T) {
 func TestNamesKeptExactly(t *testing.T) {
 	classes := []string{"a\nb", "caf\xe8", "caf\xe9", "plain"}
 	bad := []Skipped{{Key: "caf\xe9/x.jpg", Reason: "open caf\xe9/x.jpg: damaged"}, {Key: "<&>\u2028.jpg", Reason: "r"}}
-	m := &Manifest{FormatVersion: FormatVersion, Order: "sorted", Format: "png", Classes: classes,
+	m := &Manifest{FormatVersion: FormatVersion, Order: "sorted", Format: "png", Classes: classes, Source: "/data/caf\xe9",
 		Shards:  []Shard{{Index: 0, ShardInfo: formats.ShardInfo{File: "shard-000000.tar", Count: 1}, Skipped: bad}},
 		Ignored: []Skipped{{Key: "caf\xe8/notes.txt", Reason: "unsupported"}}}
 	m.Totals()
@@ -206,6 +206,9 @@ func TestNamesKeptExactly(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.Shards[0].Skipped, bad) || !reflect.DeepEqual(got.Skipped, bad) {
 		t.Errorf("skipped read back as %q / %q, want %q", got.Shards[0].Skipped, got.Skipped, bad)
+	}
+	if got.Source != "/data/caf\xe9" {
+		t.Errorf("source read back as %q", got.Source)
 	}
 	if len(got.Ignored) != 1 || got.Ignored[0].Key != "caf\xe8/notes.txt" {
 		t.Errorf("ignored read back as %q", got.Ignored)
