@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/manifest"
 )
 
@@ -17,7 +18,7 @@ func (r *run) header() *manifest.Manifest {
 		Seed:          r.opt.Seed,
 		Copies:        r.opt.Copies,
 		Order:         string(r.opt.Order),
-		Source:        r.opt.Source,
+		Source:        formats.Name(r.opt.Source),
 		Options:       r.opt.Options,
 		Classes:       r.l.Classes,
 		Items:         r.items,

@@ -35,9 +35,9 @@ type RebuildOptions struct {
 // Mismatch is a difference between a shard and what the recipe makes now
 // from its input.
 type Mismatch struct {
-	Key     string `json:"key"`   // sample key, or the item's key when it has no sample
-	Shard   string `json:"shard"` // shard file, or "shard N" when the run wrote none
-	Problem string `json:"problem"`
+	Key     formats.Name `json:"key"`   // sample key, or the item's key when it has no sample (any bytes, kept exactly)
+	Shard   string       `json:"shard"` // shard file, or "shard N" when the run wrote none
+	Problem string       `json:"problem"`
 }
 
 // Rebuilt reports a Rebuild.
@@ -254,7 +254,7 @@ func (rb *rebuild) entry(index int) (manifest.Shard, string) {
 }
 
 func (rb *rebuild) mismatch(key, shard, problem string) {
-	rb.res.Mismatches = append(rb.res.Mismatches, Mismatch{Key: key, Shard: shard, Problem: problem})
+	rb.res.Mismatches = append(rb.res.Mismatches, Mismatch{Key: formats.Name(key), Shard: shard, Problem: problem})
 }
 
 // convert fetches and converts one item as the run did. Only a fatal

@@ -239,7 +239,7 @@ func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Contex
 	ctx, w := cmd.Context(), cmd.OutOrStdout()
 	src := f.src
 	if src == "" {
-		src = m.Source
+		src = string(m.Source)
 	}
 	if src == "" {
 		return usagef("the manifest records no source (written by an older prep): pass the inputs with --src SRC")
@@ -272,10 +272,10 @@ func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Contex
 	}
 	if f.jsonOut {
 		if err := writeJSON(w, struct {
-			DatasetID string `json:"dataset_id"`
-			Source    string `json:"source"`
+			DatasetID string       `json:"dataset_id"`
+			Source    formats.Name `json:"source"`
 			*convert.Rebuilt
-		}{m.DatasetID, src, res}); err != nil {
+		}{m.DatasetID, formats.Name(src), res}); err != nil {
 			return err
 		}
 	} else {
@@ -441,7 +441,7 @@ func inspectShard(w io.Writer, path string, jsonOut bool) error {
 			Version  string                `json:"version"`
 			Recipe   string                `json:"recipe"`
 			Seed     uint64                `json:"seed"`
-			Classes  []string              `json:"classes,omitempty"`
+			Classes  formats.Names         `json:"classes,omitempty"`
 			Datasets []formats.DatasetInfo `json:"datasets"`
 		}{filepath.Base(path), samples, meta.Version, meta.Recipe, meta.Seed, meta.Classes, ds}
 	default:

@@ -2,6 +2,7 @@ package hdf5
 
 import (
 	"bytes"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,5 +77,66 @@ with h5py.File(sys.argv[1], "w") as f:
 	want := formats.ShardMeta{Version: "0.1.0-dev", Recipe: "resize=8", Seed: 7, Classes: []string{"cat", "dog"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Meta = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// TestClassNamesExact: class names of any bytes a Linux file system
+// allows read back exactly, through Meta and through h5py (os.fsencode
+// of the str it gives): joined by newlines in classes when that splits
+// back into exactly them, else one per entry in class_names, with no
+// classes for a reader to split wrongly.
+func TestClassNamesExact(t *testing.T) {
+	for _, tc := range []struct {
+		classes []string
+		list    bool // in class_names
+	}{
+		{[]string{"a\nb", "caf\xe8", "caf\xe9", "plain"}, true},
+		{[]string{"caf\xe8", "caf\xe9", "\xff\xfe"}, false},
+		{[]string{"\n"}, true},
+		{[]string{""}, true}, // joined, it would read as no classes
+		{[]string{"", "x"}, false},
+		{nil, false},
+	} {
+		path := filepath.Join(t.TempDir(), "s.h5")
+		meta := formats.ShardMeta{Version: "v", Recipe: "", Seed: 1, Classes: tc.classes}
+		w, err := Format{}.Create(path, meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Add(imageSample("cat/1.jpg", 0, 4, 5, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Meta(path)
+		if err != nil || !reflect.DeepEqual(got.Classes, tc.classes) {
+			t.Errorf("%q: Meta reads classes %q, %v", tc.classes, got.Classes, err)
+		}
+		m := h5py(t, path, `
+import os
+out["has_classes"] = "classes" in f.attrs
+if "class_names" in f.attrs:
+    v = f.attrs["class_names"]
+    out["types"] = sorted({type(x).__name__ for x in v})
+    names = [os.fsencode(x) for x in v]
+else:
+    v = f.attrs["classes"]
+    names = os.fsencode(v).split(b"\n") if v else []
+out["names"] = [n.hex() for n in names]
+`)
+		var want []any
+		for _, c := range tc.classes {
+			want = append(want, hex.EncodeToString([]byte(c)))
+		}
+		if names, _ := m["names"].([]any); !reflect.DeepEqual(names, want) && !(len(names) == 0 && len(want) == 0) {
+			t.Errorf("%q: h5py reads names %v (hex), want %v", tc.classes, m["names"], want)
+		}
+		if m["has_classes"] != !tc.list {
+			t.Errorf("%q: classes attribute present: %v, want %v", tc.classes, m["has_classes"], !tc.list)
+		}
+		if tc.list && !reflect.DeepEqual(m["types"], []any{"str"}) {
+			t.Errorf("%q: h5py reads class_names entries as %v, want str", tc.classes, m["types"])
+		}
 	}
 }

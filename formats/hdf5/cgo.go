@@ -127,6 +127,56 @@ package hdf5
 //     return rc;
 // }
 //
+// // prep_str_list_attr writes values[0..n) as a one-dimensional attribute
+// // of loc, variable-length UTF-8 strings: h5py reads an array of str.
+// static int prep_str_list_attr(hid_t loc, const char *name, const char **values, hsize_t n) {
+//     hid_t t = H5Tcopy(H5T_C_S1), s = -1, a = -1;
+//     int rc = -1;
+//     if (t < 0) return -1;
+//     if (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0) goto out;
+//     if ((s = H5Screate_simple(1, &n, NULL)) < 0) goto out;
+//     if ((a = H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT)) < 0) goto out;
+//     if (H5Awrite(a, t, values) < 0) goto out;
+//     rc = 0;
+// out:
+//     if (a >= 0 && H5Aclose(a) < 0) rc = -1;
+//     if (s >= 0) H5Sclose(s);
+//     H5Tclose(t);
+//     return rc;
+// }
+//
+// // prep_read_str_list reads the one-dimensional variable-length string
+// // attribute a into *out, n strings to free() with the array; -2 when a
+// // is not one.
+// static int prep_read_str_list(hid_t a, char ***out, hsize_t *n) {
+//     hid_t ft = H5Aget_type(a), s = H5Aget_space(a), mt = -1;
+//     char **v = NULL;
+//     int rc = -2;
+//     *out = NULL;
+//     *n = 0;
+//     if (ft < 0 || s < 0) { rc = -1; goto out; }
+//     if (H5Tget_class(ft) != H5T_STRING || H5Tis_variable_str(ft) <= 0) goto out;
+//     if (H5Sget_simple_extent_ndims(s) != 1) goto out;
+//     if (H5Sget_simple_extent_dims(s, n, NULL) < 0) { rc = -1; goto out; }
+//     rc = -1;
+//     if ((mt = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(mt, H5T_VARIABLE) < 0) goto out;
+//     if (H5Tset_cset(mt, H5Tget_cset(ft)) < 0) goto out;
+//     if ((v = calloc(*n + 1, sizeof *v)) == NULL) goto out;
+//     if (H5Aread(a, mt, v) < 0) { free(v); goto out; }
+//     for (hsize_t i = 0; i < *n; i++) {
+//         char *c = strdup(v[i] != NULL ? v[i] : "");
+//         H5free_memory(v[i]);
+//         v[i] = c;
+//     }
+//     *out = v;
+//     rc = 0;
+// out:
+//     if (mt >= 0) H5Tclose(mt);
+//     if (s >= 0) H5Sclose(s);
+//     if (ft >= 0) H5Tclose(ft);
+//     return rc;
+// }
+//
 // // prep_read_str reads the scalar string attribute a, variable- or
 // // fixed-length (shards of earlier versions), into *out, a NUL-terminated
 // // copy for free().
@@ -307,6 +357,63 @@ func writeStringAttr(id int64, name, value string) error {
 		return libError(fmt.Errorf("write string attribute %s", name))
 	}
 	return nil
+}
+
+// writeStringListAttr writes values as a one-dimensional attribute of
+// variable-length UTF-8 strings of the object id (h5py: an array of str,
+// bytes that are not UTF-8 decoded with surrogateescape).
+func writeStringListAttr(id int64, name string, values []string) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	cvalues := make([]*C.char, len(values)+1) // +1: a valid pointer for no values
+	for i, v := range values {
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("string attribute %s: entry %d holds a NUL byte", name, i)
+		}
+		cvalues[i] = C.CString(v)
+		defer C.free(unsafe.Pointer(cvalues[i]))
+	}
+	if C.prep_str_list_attr(C.hid_t(id), cname, &cvalues[0], C.hsize_t(len(values))) < 0 {
+		return libError(fmt.Errorf("write string attribute %s", name))
+	}
+	return nil
+}
+
+// readStringListAttr reads the one-dimensional variable-length string
+// attribute id that writeStringListAttr writes.
+func readStringListAttr(id int64) ([]string, error) {
+	var (
+		out **C.char
+		n   C.hsize_t
+	)
+	switch C.prep_read_str_list(C.hid_t(id), &out, &n) {
+	case 0:
+	case -2:
+		return nil, errors.New("not a list of variable-length strings")
+	default:
+		return nil, libError(errors.New("not a readable list of strings"))
+	}
+	cs := unsafe.Slice(out, int(n))
+	list := make([]string, n)
+	for i, c := range cs {
+		list[i] = C.GoString(c)
+		C.free(unsafe.Pointer(c))
+	}
+	C.free(unsafe.Pointer(out))
+	return list, nil
+}
+
+// hasAttr reports whether the object id has an attribute name.
+func hasAttr(id int64, name string) (bool, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	switch r := C.H5Aexists(C.hid_t(id), cname); {
+	case r > 0:
+		return true, nil
+	case r == 0:
+		return false, nil
+	}
+	return false, libError(fmt.Errorf("look for attribute %s", name))
 }
 
 // readStringAttr reads the scalar string attribute id, variable- or

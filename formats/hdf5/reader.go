@@ -3,7 +3,6 @@ package hdf5
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"gonum.org/v1/hdf5"
 
@@ -166,7 +165,8 @@ func memorySize(ds *hdf5.Dataset) (int64, error) {
 }
 
 // Meta reads the run description a shard records in its root group's
-// attributes: prep_version, recipe, seed and classes (one per line).
+// attributes: prep_version, recipe, seed and the class names (classes,
+// one per line, or class_names).
 func Meta(path string) (formats.ShardMeta, error) {
 	var m formats.ShardMeta
 	err := withRoot(path, func(root *hdf5.Group) error {
@@ -180,20 +180,21 @@ func Meta(path string) (formats.ShardMeta, error) {
 // meta reads Meta's attributes off the root group of the shard at path.
 func meta(path string, root *hdf5.Group) (formats.ShardMeta, error) {
 	var m formats.ShardMeta
-	var classes string
 	for _, a := range []struct {
 		name string
 		dst  *string
-	}{{"prep_version", &m.Version}, {"recipe", &m.Recipe}, {"classes", &classes}} {
+	}{{"prep_version", &m.Version}, {"recipe", &m.Recipe}} {
 		v, err := stringAttrValue(root, a.name)
 		if err != nil {
 			return m, fmt.Errorf("%s: attribute %s: %w (not a shard written by prep)", path, a.name, err)
 		}
 		*a.dst = v
 	}
-	if classes != "" {
-		m.Classes = strings.Split(classes, "\n")
+	classes, err := readClasses(root)
+	if err != nil {
+		return m, fmt.Errorf("%s: %w", path, err)
 	}
+	m.Classes = classes
 	attr, err := root.OpenAttribute("seed")
 	if err != nil {
 		return m, fmt.Errorf("%s: attribute seed: %w (not a shard written by prep)", path, err)
@@ -205,6 +206,32 @@ func meta(path string, root *hdf5.Group) (formats.ShardMeta, error) {
 	}
 	m.Seed = seed
 	return m, nil
+}
+
+// readClasses reads what writeClasses writes: the attribute class_names
+// when the shard has it, else classes split at newlines.
+func readClasses(root *hdf5.Group) ([]string, error) {
+	list, err := hasAttr(root.ID(), "class_names")
+	if err != nil {
+		return nil, err
+	}
+	if !list {
+		joined, err := stringAttrValue(root, "classes")
+		if err != nil {
+			return nil, fmt.Errorf("attribute classes: %w (not a shard written by prep)", err)
+		}
+		return splitClasses(joined), nil
+	}
+	attr, err := root.OpenAttribute("class_names")
+	if err != nil {
+		return nil, fmt.Errorf("attribute class_names: %w", err)
+	}
+	defer attr.Close()
+	classes, err := readStringListAttr(attr.ID())
+	if err != nil {
+		return nil, fmt.Errorf("attribute class_names: %w (not a shard written by prep)", err)
+	}
+	return classes, nil
 }
 
 // SampleRate reads an audio shard's sample_rate root attribute (Hz), or

@@ -508,21 +508,16 @@ func (w *writer) writeAttrs(f *hdf5.File) error {
 		return err
 	}
 	defer root.Close()
-	classes := ""
-	for i, c := range w.meta.Classes {
-		if i > 0 {
-			classes += "\n"
-		}
-		classes += c
-	}
 	for _, a := range []struct{ name, value string }{
 		{"prep_version", w.meta.Version},
 		{"recipe", w.meta.Recipe},
-		{"classes", classes},
 	} {
 		if err := stringAttr(root, a.name, a.value); err != nil {
 			return fmt.Errorf("attribute %s: %w", a.name, err)
 		}
+	}
+	if err := writeClasses(root, w.meta.Classes); err != nil {
+		return err
 	}
 	space, err := hdf5.CreateDataspace(hdf5.S_SCALAR)
 	if err != nil {
@@ -577,6 +572,34 @@ func int64Attr(g *hdf5.Group, name string, v int64, space *hdf5.Dataspace) error
 
 // stringAttr writes a variable-length UTF-8 string attribute of g, which
 // h5py reads as str.
+// writeClasses records the class names: as the string attribute classes,
+// the names joined by "\n", when that splits back into exactly them;
+// otherwise (a name holds a newline, or the one name is empty) as the
+// attribute class_names, one string per name, and no classes, so no
+// reader splits a joined string wrongly, and a prep that knows only
+// classes refuses the shard rather than misread it.
+func writeClasses(root *hdf5.Group, classes []string) error {
+	joined := strings.Join(classes, "\n")
+	if !slices.Equal(splitClasses(joined), classes) {
+		if err := writeStringListAttr(root.ID(), "class_names", classes); err != nil {
+			return fmt.Errorf("attribute class_names: %w", err)
+		}
+		return nil
+	}
+	if err := stringAttr(root, "classes", joined); err != nil {
+		return fmt.Errorf("attribute classes: %w", err)
+	}
+	return nil
+}
+
+// splitClasses is the inverse of the classes attribute's join.
+func splitClasses(joined string) []string {
+	if joined == "" {
+		return nil
+	}
+	return strings.Split(joined, "\n")
+}
+
 func stringAttr(g *hdf5.Group, name, value string) error {
 	return writeStringAttr(g.ID(), name, value)
 }

@@ -36,9 +36,9 @@ type Manifest struct {
 	Seed          uint64            `json:"seed"`
 	Copies        int               `json:"copies"`
 	Order         string            `json:"order"`            // "shuffle" or "sorted": how items are laid out (docs/FORMAT.md)
-	Source        string            `json:"source,omitempty"` // SRC as convert was given it, local paths made absolute; informative
+	Source        formats.Name      `json:"source,omitempty"` // SRC as convert was given it, local paths made absolute; informative
 	Options       map[string]string `json:"options,omitempty"`
-	Classes       []string          `json:"classes,omitempty"`
+	Classes       formats.Names     `json:"classes,omitempty"`
 	Items         int               `json:"items"`           // inputs × copies in the whole plan
 	ItemsPerShard int               `json:"items_per_shard"` // shard k holds plan positions [k*n, (k+1)*n)
 	ShardCount    int               `json:"shard_count"`     // shards in the whole plan
@@ -65,10 +65,39 @@ type Shard struct {
 	Skipped []Skipped `json:"skipped,omitempty"`
 }
 
-// Skipped is an input that produced no sample, and why.
+// Skipped is an input that produced no sample, and why. Its key, and
+// the reason that may quote it, are kept exactly in JSON (formats.Name).
 type Skipped struct {
 	Key    string `json:"key"`
 	Reason string `json:"reason"`
+}
+
+// skippedJSON is Skipped as JSON writes it.
+type skippedJSON struct {
+	Key    formats.Name `json:"key"`
+	Reason formats.Name `json:"reason"`
+}
+
+// MarshalJSON writes s with its strings as formats.Name writes them.
+func (s Skipped) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// The encoder that calls this escapes HTML itself, or not.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(skippedJSON{formats.Name(s.Key), formats.Name(s.Reason)}); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Skipped) UnmarshalJSON(data []byte) error {
+	var j skippedJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	s.Key, s.Reason = string(j.Key), string(j.Reason)
+	return nil
 }
 
 // Marshal encodes m as indented JSON with a trailing newline.

@@ -175,3 +175,42 @@ func TestDatasetID(t *testing.T) {
 		t.Fatalf("older manifest: %v, id %q, computed %q", err, old.DatasetID, DatasetID(old))
 	}
 }
+
+// TestNamesKeptExactly: class names and keys of any bytes a Linux file
+// system allows survive manifest.json exactly, bytes that are not UTF-8
+// written as \udcXX (Python's surrogateescape), so b"caf\xe9" and
+// b"caf\xe8" stay two classes; ordinary names are written as before.
+func TestNamesKeptExactly(t *testing.T) {
+	classes := []string{"a\nb", "caf\xe8", "caf\xe9", "plain"}
+	bad := []Skipped{{Key: "caf\xe9/x.jpg", Reason: "open caf\xe9/x.jpg: damaged"}, {Key: "<&>\u2028.jpg", Reason: "r"}}
+	m := &Manifest{FormatVersion: FormatVersion, Order: "sorted", Format: "png", Classes: classes, Source: "/data/caf\xe9",
+		Shards:  []Shard{{Index: 0, ShardInfo: formats.ShardInfo{File: "shard-000000.tar", Count: 1}, Skipped: bad}},
+		Ignored: []Skipped{{Key: "caf\xe8/notes.txt", Reason: "unsupported"}}}
+	m.Totals()
+	data, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"caf\udce8"`, `"caf\udce9"`, `"a\nb"`, `"key": "caf\udce9/x.jpg"`, `"reason": "open caf\udce9/x.jpg: damaged"`,
+		`"key": "<&>\u2028.jpg"`, `"key": "caf\udce8/notes.txt"`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("manifest lacks %s:\n%s", want, data)
+		}
+	}
+	got, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual([]string(got.Classes), classes) {
+		t.Errorf("classes read back as %q, want %q", got.Classes, classes)
+	}
+	if !reflect.DeepEqual(got.Shards[0].Skipped, bad) || !reflect.DeepEqual(got.Skipped, bad) {
+		t.Errorf("skipped read back as %q / %q, want %q", got.Shards[0].Skipped, got.Skipped, bad)
+	}
+	if got.Source != "/data/caf\xe9" {
+		t.Errorf("source read back as %q", got.Source)
+	}
+	if len(got.Ignored) != 1 || got.Ignored[0].Key != "caf\xe8/notes.txt" {
+		t.Errorf("ignored read back as %q", got.Ignored)
+	}
+}

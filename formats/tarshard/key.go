@@ -14,6 +14,13 @@ import (
 // and empty segments are dropped, which removes leading, trailing and
 // doubled slashes. The original key is kept in the sample's JSON member.
 //
+// A segment longer than MaxSegment bytes keeps its first MaxSegment-9
+// mapped bytes, then '-' and the FNV-1a 32-bit hash of the segment's
+// original bytes in hex: Linux (and so GNU tar and Python's tarfile)
+// cannot create a file whose name is over 255 bytes, and the member's
+// base name adds to the stem's last segment a collision suffix (9 bytes)
+// and its own suffix (".json", "." + field name + ".npy": at most 46).
+//
 // Within one shard, a key whose stem an earlier, different key already
 // holds gets the suffix '-' and the FNV-1a 32-bit hash of the key in hex
 // ("a b.jpg" → "a_b_jpg", then "a_b.jpg" → "a_b_jpg-02800df8"); a key
@@ -28,19 +35,38 @@ func Stem(key string) (string, error) {
 		if b.Len() > 0 {
 			b.WriteByte('/')
 		}
-		for i := 0; i < len(seg); i++ {
-			c := seg[i]
-			if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' {
-				b.WriteByte(c)
-			} else {
-				b.WriteByte('_')
-			}
-		}
+		b.WriteString(safeName(seg, MaxSegment))
 	}
 	if b.Len() == 0 {
 		return "", fmt.Errorf("sample key %q has no characters a tar member name can use", key)
 	}
 	return b.String(), nil
+}
+
+// MaxSegment is the most bytes of one '/'-separated segment of a stem.
+const MaxSegment = 200
+
+// maxField is the most bytes of a field's name inside a member name
+// (KEY.NAME.npy): with a stem's last segment (MaxSegment, plus 9 for a
+// collision suffix), ".", NAME and ".npy" make at most 254 bytes.
+const maxField = 40
+
+// safeName maps every byte of s outside [A-Za-z0-9_-] to '_' and cuts a
+// result longer than limit to limit-9 bytes, '-' and 8 hex digits of the
+// FNV-1a 32-bit hash of s, so names that differ past the cut stay apart.
+func safeName(s string, limit int) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > limit {
+		h := fnv.New32a()
+		h.Write([]byte(s))
+		b = fmt.Appendf(b[:limit-9], "-%08x", h.Sum32())
+	}
+	return string(b)
 }
 
 // stems hands out distinct stems within one shard. When a key's stem is

@@ -62,10 +62,10 @@ func (r *reader) Samples() iter.Seq2[*formats.Sample, error] {
 // keyOf is a sample's key: the one its json member records, else its stem.
 func keyOf(stem string, members map[string][]byte) string {
 	var m struct {
-		Key string `json:"key"`
+		Key formats.Name `json:"key"`
 	}
 	if js, ok := members["json"]; ok && json.Unmarshal(js, &m) == nil && m.Key != "" {
-		return m.Key
+		return string(m.Key)
 	}
 	return stem
 }

@@ -70,7 +70,7 @@ func Decode(key string, members map[string][]byte) (formats.Sample, error) {
 		if err := json.Unmarshal(js, &m); err != nil {
 			return s, fmt.Errorf("sample %s: json: %w", key, err)
 		}
-		s.Key, s.Source, s.Label, s.Params = m.Key, m.Source, m.Label, m.Params
+		s.Key, s.Source, s.Label, s.Params = string(m.Key), string(m.Source), m.Label, m.Params
 	}
 	if cls, ok := members["cls"]; ok {
 		l, err := strconv.ParseInt(strings.TrimSpace(string(cls)), 10, 64)

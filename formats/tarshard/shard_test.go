@@ -12,6 +12,7 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -512,5 +513,91 @@ func TestDiskFull(t *testing.T) {
 	}
 	if got := ls(t, dir); len(got) != 0 {
 		t.Errorf("after a failed Close the folder holds %q", got)
+	}
+}
+
+// TestNamesKeptExactly: keys of any bytes a Linux file system allows
+// (not UTF-8, a 255-byte file name, longer segments from a list) give
+// member names whose every path component fits in 255 bytes, so GNU tar
+// and Python's tarfile extract the shard, and KEY.json gives back each
+// key exactly (bytes that are not UTF-8 as \udcXX).
+func TestNamesKeptExactly(t *testing.T) {
+	name255 := strings.Repeat("y", 251) + ".jpg"
+	long := strings.Repeat("z", 300)
+	keys := []string{
+		"caf\xe9/x.jpg",
+		"caf\xe8/x.jpg",
+		"a\nb/x.jpg",
+		"plain/" + name255,
+		"caf\xe8/" + name255, // its stem collides with the next one's: a collision suffix too
+		"caf\xe9/" + name255,
+		long + "/" + long + "#c0",
+	}
+	var samples []formats.Sample
+	for i, k := range keys {
+		samples = append(samples, imageSample(k, int64(i), 2, 2, 3))
+	}
+	// A field whose name is longer than any member name can hold, on the
+	// sample with the longest stem: a 254-byte member name.
+	samples[5].Fields = append(samples[3].Fields, formats.Field{Name: "npz/" + strings.Repeat("f", 250),
+		Tensor: formats.Tensor{DType: formats.Uint8, Shape: []int{1}, Data: []byte{7}}})
+	dir := t.TempDir()
+	p, _ := writeShard(t, PNG(), dir, samples)
+
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(f)
+	var names []string
+	longest := 0
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+		for _, c := range strings.Split(h.Name, "/") {
+			longest = max(longest, len(c))
+			if len(c) > 255 {
+				t.Errorf("member %q has a %d-byte path component; Linux takes 255 at most", h.Name, len(c))
+			}
+		}
+		if h.Name == "plain/"+strings.Repeat("y", 191)+"-"+fnvHex(name255)+".json" {
+			// the cut stem of name255, as docs/FORMAT.md §6.2 spells it
+			names = append(names, "found-cut")
+		}
+	}
+	f.Close()
+	if longest != 254 {
+		t.Errorf("longest member name component is %d bytes; the worst case here is 254", longest)
+	}
+	if !slices.Contains(names, "found-cut") {
+		t.Errorf("no member for %q cut as §6.2 says; members %q", name255, names)
+	}
+
+	for i, s := range readAll(t, p) {
+		if s.Key != keys[i] {
+			t.Errorf("sample %d: KEY.json gives key %q, want %q", i, s.Key, keys[i])
+		}
+		if s.Source != "/data/"+keys[i] {
+			t.Errorf("sample %d: KEY.json gives source %q, want %q", i, s.Source, "/data/"+keys[i])
+		}
+	}
+
+	if gnu, err := exec.LookPath("tar"); err == nil {
+		out := t.TempDir()
+		if b, err := exec.Command(gnu, "-xf", p, "-C", out).CombinedOutput(); err != nil {
+			t.Errorf("tar -xf %s: %v\n%s", p, err, b)
+		}
+	}
+	py := testenv.NeedPython(t)
+	out := t.TempDir()
+	script := "import sys, tarfile\nwith tarfile.open(sys.argv[1]) as t:\n    t.extractall(sys.argv[2])\n"
+	if b, err := exec.Command(py, "-c", script, p, out).CombinedOutput(); err != nil {
+		t.Errorf("python tarfile extractall: %v\n%s", err, b)
 	}
 }

@@ -80,10 +80,11 @@ type writer struct {
 	done  bool
 }
 
-// meta is the content of a KEY.json member.
+// meta is the content of a KEY.json member. Key and Source keep bytes
+// that are not UTF-8 as \udcXX (formats.Name).
 type meta struct {
-	Key    string         `json:"key"`
-	Source string         `json:"source"`
+	Key    formats.Name   `json:"key"`
+	Source formats.Name   `json:"source"`
 	Label  int64          `json:"label"`
 	Params map[string]any `json:"params"`
 }
@@ -149,21 +150,16 @@ func (w *writer) check(s *formats.Sample) (string, error) {
 }
 
 // fieldName makes a field name safe as the middle of a member name. A
-// field in a group ("npz/x", an .npz member) is named without its group.
+// field in a group ("npz/x", an .npz member) is named without its group;
+// a name over maxField bytes is cut as safeName cuts it.
 func fieldName(name string) string {
 	if i := strings.LastIndexByte(name, '/'); i >= 0 && i < len(name)-1 {
 		name = name[i+1:]
 	}
-	b := []byte(name)
-	for i, c := range b {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			b[i] = '_'
-		}
-	}
-	if len(b) == 0 {
+	if name == "" {
 		return "_"
 	}
-	return string(b)
+	return safeName(name, maxField)
 }
 
 func (w *writer) write(stem string, s *formats.Sample) error {
@@ -202,7 +198,7 @@ func (w *writer) write(stem string, s *formats.Sample) error {
 	if params == nil {
 		params = map[string]any{}
 	}
-	js, err := json.Marshal(meta{Key: s.Key, Source: s.Source, Label: s.Label, Params: params})
+	js, err := json.Marshal(meta{Key: formats.Name(s.Key), Source: formats.Name(s.Source), Label: s.Label, Params: params})
 	if err != nil {
 		return fmt.Errorf("sample %s params: %w", s.Key, err)
 	}

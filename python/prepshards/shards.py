@@ -154,15 +154,15 @@ class H5Shard:
     def keys(self):
         if "keys" not in self.by_name:
             return [str(i) for i in range(self.count)]
-        return [k.decode("utf-8", "replace") for k in self._cached("keys")]
+        return [k.decode("utf-8", "surrogateescape") for k in self._cached("keys")]
 
     def key(self, i):
         if "keys" not in self.by_name:
             return str(i)
         d = self.by_name["keys"]
         if "keys" in self._small:
-            return self._small["keys"][i].decode("utf-8", "replace")
-        return self.read_dataset(d, i, i + 1)[0].decode("utf-8", "replace")
+            return self._small["keys"][i].decode("utf-8", "surrogateescape")
+        return self.read_dataset(d, i, i + 1)[0].decode("utf-8", "surrogateescape")
 
     def ragged_index(self, f):
         """(offsets, shapes, ranks) of a ragged field, cached per process."""
