@@ -157,17 +157,19 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 			if line == "" {
 				continue
 			}
+			// Names as prep writes them: \udcXX is the raw byte
+			// (surrogateescape), as Python's json.dumps of os.fsdecode gives.
 			var v struct {
-				Path  string          `json:"path"`
-				URI   string          `json:"uri"`
+				Path  formats.Name    `json:"path"`
+				URI   formats.Name    `json:"uri"`
 				Label json.RawMessage `json:"label"`
 			}
 			if err := json.Unmarshal([]byte(line), &v); err != nil {
 				return nil, fmt.Errorf("%s:%d: %w (each line must be {\"path\": ..., \"label\": ...})", name, n, err)
 			}
-			p := v.Path
+			p := string(v.Path)
 			if p == "" {
-				p = v.URI
+				p = string(v.URI)
 			}
 			if p == "" {
 				return nil, fmt.Errorf("%s:%d: no \"path\" field", name, n)
@@ -314,13 +316,9 @@ func jsonLabel(raw json.RawMessage) (string, error) {
 	if len(v) == 0 || string(v) == "null" {
 		return "", nil
 	}
-	var s string
 	switch v[0] {
 	case '"':
-		if err := json.Unmarshal(v, &s); err != nil {
-			return "", err
-		}
-		return s, nil
+		return formats.UnquoteJSONName(v)
 	case '[':
 		return "", fmt.Errorf("label %s is a list: prep stores one class a sample (multi-label data is not supported); give one label, or convert without labels and keep the label lists beside the shards, keyed by path", v)
 	case '{', 't', 'f':

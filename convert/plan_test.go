@@ -58,6 +58,7 @@ func TestParseInputList(t *testing.T) {
 		{"jsonl bom float", "in.jsonl", "\ufeff" + `{"path": "a.png", "label": 10.0}` + "\n" + `{"path": "b.png", "label": 2}` + "\n", []string{"a.png", "b.png"}, []int64{10, 2}, nil, nil, ""},
 		{"jsonl multi-label", "in.jsonl", `{"path": "a.png", "label": 1}` + "\n" + `{"path": "b.png", "label": [3, 7]}` + "\n", nil, nil, nil, nil, "in.jsonl:2: label [3, 7] is a list"},
 		{"jsonl object label", "in.jsonl", `{"path": "a.png", "label": {"c": 1}}` + "\n", nil, nil, nil, nil, "in.jsonl:1: label"},
+		{"jsonl surrogateescape", "in.jsonl", `{"path": "caf\udce9.png", "label": "caf\udce8"}` + "\n", []string{"caf\xe9.png"}, []int64{0}, []string{"caf\xe8"}, nil, ""},
 		{"jsonl null label", "in.jsonl", `{"path": "a.png", "label": null}` + "\n", []string{"a.png"}, []int64{-1}, nil, nil, ""},
 		{"txt paths with commas and spaces", "in.txt", "a, b.png\n# comment\n\nmy photo.jpg\r\n", []string{"a, b.png", "my photo.jpg"}, []int64{-1, -1}, nil, nil, ""},
 		{"txt caffe labels", "in.txt", "n01/x 1.png 3\nn02/y.png\t0\n", []string{"n01/x 1.png", "n02/y.png"}, []int64{3, 0}, nil, nil, ""},

@@ -23,23 +23,26 @@ import json, os, sys
 import h5py
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import find_classes
+# Names travel as the hex of their bytes (os.fsencode), so that names
+# that are not UTF-8 compare exactly.
+enc = lambda s: os.fsencode(s).hex()
 src, out = sys.argv[1], sys.argv[2]
-res = {"find_classes": find_classes(src)[0]}
+res = {"find_classes": [enc(c) for c in find_classes(src)[0]]}
 try:
     ds = ImageFolder(src)
-    res["classes"] = ds.classes
-    res["class_to_idx"] = ds.class_to_idx
-    res["samples"] = {os.path.relpath(p, src): y for p, y in ds.samples}
+    res["classes"] = [enc(c) for c in ds.classes]
+    res["class_to_idx"] = {enc(c): i for c, i in ds.class_to_idx.items()}
+    res["samples"] = {enc(os.path.relpath(p, src)): y for p, y in ds.samples}
 except Exception as e:
     res["error"] = type(e).__name__ + ": " + str(e)
 if out != "-":
     m = json.load(open(os.path.join(out, "manifest.json")))
-    res["prep_classes"] = m.get("classes")
+    res["prep_classes"] = [enc(c) for c in m.get("classes", [])]
     got = {}
     for s in m["shards"]:
         with h5py.File(os.path.join(out, s["file"]), "r") as f:
             for k, y in zip(f["keys"][:], f["labels"][:]):
-                got[os.fsdecode(k)] = int(y)
+                got[k.hex()] = int(y)
     res["prep_samples"] = got
 print(json.dumps(res))
 `
@@ -104,6 +107,7 @@ func TestImageFolderAsTorchvision(t *testing.T) {
 		refuse []string // prep's error holds each; nil: prep converts it
 	}{
 		{"order and nesting", []string{"B/1.png", "a/2.png", "a/sub/deep/3.png", "10/4.png", "2/5.png", "é/6.png", "\ue000/7.png", "😀/8.png", "Z z/9.png", "a/notes.txt"}, nil, false, nil},
+		{"names not UTF-8", []string{"caf\xe9/1.png", "caf\xe8/2.png", "a\nb/3.png", "\xff/4.png", "\ue000/5.png", "x/\xfe\n.png"}, nil, false, nil},
 		{"empty class", []string{"a/1.png", "b/", "c/2.png"}, nil, true, []string{`class folder "b" (index 1)`, "--keep-empty-classes"}},
 		{"empty class kept", []string{"a/1.png", "b/", "c/2.png"}, []string{"--keep-empty-classes"}, true, nil},
 		{"class of other files", []string{"a/1.png", "b/readme.md", "c/2.png"}, nil, true, []string{`class folder "b" (index 1)`, "no file prep converts (1 .md)"}},
