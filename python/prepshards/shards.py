@@ -213,68 +213,114 @@ class H5Shard:
 _BLOCK = 512
 
 
-def _octal(b, where):
+_DAMAGED = ("the shard is damaged: copy it again or reconvert (prep convert --resume); "
+            "`prep inspect DIR --verify` lists damaged shards")
+
+
+def _octal(b, where, pos, what):
+    """A tar header number: NUL/space-terminated octal, or GNU base-256 (first byte 0x80)."""
     b = bytes(b)
-    if b and b[0] & 0x80:  # base-256 (GNU) for large values
-        v = int.from_bytes(b[1:], "big")
-        return v
-    s = b.split(b"\x00", 1)[0].strip()
-    try:
-        return int(s, 8) if s else 0
-    except ValueError:
-        raise ShardFormatError(f"{where}: bad tar header number {s!r}") from None
+    if b and b[0] & 0x80:
+        if b[0] != 0x80:  # 0xff starts a negative number: no size or offset is negative
+            raise ShardFormatError(f"{where}: tar header at offset {pos}: {what} field {b!r} is "
+                                   f"not a number; {_DAMAGED}")
+        return int.from_bytes(b[1:], "big")
+    s = b.split(b"\x00", 1)[0].strip(b" ")
+    if s and all(48 <= c <= 55 for c in s):
+        return int(s, 8)
+    if not s:
+        return 0
+    raise ShardFormatError(f"{where}: tar header at offset {pos}: {what} field {b!r} is not an "
+                           f"octal number; {_DAMAGED}")
 
 
-def _pax(buf, where):
+def _check_header(hdr, where, pos):
+    """Refuse a header whose checksum is wrong, as tar does: any damaged byte shows here."""
+    want = _octal(hdr[148:156], where, pos, "checksum")
+    unsigned = sum(hdr) - sum(hdr[148:156]) + 8 * 32
+    if want == unsigned:
+        return
+    signed = unsigned - 256 * sum(1 for c in hdr[:148] + hdr[156:] if c & 0x80)
+    if want != signed:
+        raise ShardFormatError(f"{where}: tar header at offset {pos}: checksum {want} does not match "
+                               f"the header's bytes ({unsigned}); {_DAMAGED}")
+
+
+def _pax(buf, where, pos):
+    """Parse PAX records "LEN KEY=VALUE\\n"; every record must advance and fit."""
     out = {}
-    pos = 0
     data = bytes(buf)
-    while pos < len(data):
-        sp = data.index(b" ", pos)
-        length = int(data[pos:sp])
-        rec = data[sp + 1:pos + length - 1]
-        k, _, v = rec.partition(b"=")
-        out[k.decode("utf-8")] = v.decode("utf-8", "surrogateescape")
-        pos += length
+    i = 0
+    while i < len(data):
+        if data[i] == 0:
+            break  # NUL padding after the last record
+        sp = data.find(b" ", i, i + 21)
+        digits = data[i:sp] if sp > i else b""
+        length = int(digits) if digits and digits.isdigit() else -1
+        if length <= sp - i + 1 or i + length > len(data) or data[i + length - 1] != 0x0A:
+            raise ShardFormatError(f"{where}: PAX header at offset {pos}: bad record at byte {i}; {_DAMAGED}")
+        k, eq, v = data[sp + 1:i + length - 1].partition(b"=")
+        if not eq:
+            raise ShardFormatError(f"{where}: PAX header at offset {pos}: record without '='; {_DAMAGED}")
+        out[k.decode("utf-8", "surrogateescape")] = v.decode("utf-8", "surrogateescape")
+        i += length
     return out
 
 
 def scan_tar(fd, size, where):
-    """List (name, data offset, size) of a tar's regular members, reading only headers."""
+    """List (name, data offset, size) of a tar's regular members, reading only headers.
+
+    ``size`` is the file's size (checked on open); every header's checksum
+    is checked, every member must lie inside the file and the archive must
+    end with its zero block, so damage gives a ShardFormatError naming the
+    offset, never a loop or a read past the end.
+    """
     members = []
     pos = 0
     hdr = bytearray(_BLOCK)
     pending = {}
-    while pos + _BLOCK <= size:
+    while True:
+        if pos + _BLOCK > size:
+            raise ShardFormatError(f"{where}: the tar ends at byte {size} without its end-of-archive "
+                                   f"block (last member ends at {pos}); {_DAMAGED}")
         pread_into(fd, hdr, pos, where)
         if not any(hdr):
             break
+        _check_header(hdr, where, pos)
         name = bytes(hdr[0:100]).split(b"\x00", 1)[0]
-        msize = _octal(hdr[124:136], where)
-        typ = hdr[156:157]
+        msize = _octal(hdr[124:136], where, pos, "size")
+        typ = bytes(hdr[156:157])
         if bytes(hdr[257:262]) == b"ustar":
             prefix = bytes(hdr[345:500]).split(b"\x00", 1)[0]
             if prefix:
                 name = prefix + b"/" + name
         data = pos + _BLOCK
-        nxt = data + (msize + _BLOCK - 1) // _BLOCK * _BLOCK
         if typ in (b"x", b"g", b"L"):
+            if msize > size - data:
+                raise ShardFormatError(f"{where}: tar header at offset {pos}: a {msize}-byte extended "
+                                       f"header does not fit in the file ({size} bytes); {_DAMAGED}")
             body = bytearray(msize)
             pread_into(fd, body, data, where)
             if typ == b"x":
-                pending.update(_pax(body, where))
+                pending.update(_pax(body, where, pos))
             elif typ == b"L":
                 pending["path"] = bytes(body).split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
-            pos = nxt
+            pos = data + (msize + _BLOCK - 1) // _BLOCK * _BLOCK
             continue
         if "size" in pending:
-            msize = int(pending["size"])
-            nxt = data + (msize + _BLOCK - 1) // _BLOCK * _BLOCK
+            s = pending["size"]
+            if not (s.isascii() and s.isdigit()):
+                raise ShardFormatError(f"{where}: PAX header before offset {pos}: size {s!r} is not "
+                                       f"a number; {_DAMAGED}")
+            msize = int(s)
+        if msize > size - data:
+            raise ShardFormatError(f"{where}: tar member at offset {pos}: {msize} bytes from {data} "
+                                   f"run past the end of the file ({size} bytes); {_DAMAGED}")
         name = pending.get("path", name.decode("utf-8", "surrogateescape"))
         pending = {}
         if typ in (b"0", b"\x00", b"7"):
             members.append((name, data, msize))
-        pos = nxt
+        pos = data + (msize + _BLOCK - 1) // _BLOCK * _BLOCK  # > pos: the scan always advances
     return members
 
 
@@ -297,8 +343,13 @@ def group_members(members):
     return samples
 
 
+def _is_label(v):
+    """An int64 label (labels are returned as int64 arrays)."""
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63)
+
+
 def _is_frame(ext):
-    return ext.endswith(".png") and ext[:-4].isdigit()
+    return ext.endswith(".png") and ext[:-4].isascii() and ext[:-4].isdigit()
 
 
 class TarShard:
@@ -330,7 +381,7 @@ class TarShard:
     def index(self):
         if self._index is None:
             fd = self.files.fd(self.k)
-            members = scan_tar(fd, int(self.info["bytes"]), self.path)
+            members = scan_tar(fd, int(self.info["bytes"]), self.where)
             samples = group_members(members)
             if len(samples) != self.count:
                 raise ShardFormatError(f"{self.where}: tar holds {len(samples)} samples, "
@@ -355,9 +406,14 @@ class TarShard:
         if "json" not in members:
             return {}
         try:
-            return json.loads(bytes(self._member(*members["json"])))
-        except ValueError:
-            raise ShardFormatError(f"{self.where}: sample {stem}: bad json member") from None
+            meta = json.loads(bytes(self._member(*members["json"])))
+        except (ValueError, RecursionError):
+            meta = None
+        if not isinstance(meta, dict) or not isinstance(meta.get("key", ""), str) \
+                or not _is_label(meta.get("label", -1)):
+            raise ShardFormatError(f"{self.where}: sample {stem}: bad json member (not an object with "
+                                   f"a string key and an integer label); {_DAMAGED}")
+        return meta
 
     def read_field(self, name, i, out=None):
         stem, members = self.index()[i]
@@ -406,11 +462,14 @@ class TarShard:
         stem, members = self.index()[i]
         if "cls" in members:
             try:
-                return int(bytes(self._member(*members["cls"])).strip())
+                label = int(bytes(self._member(*members["cls"])).strip())
             except ValueError:
-                raise ShardFormatError(f"{self.where}: sample {stem}: bad cls member") from None
+                label = None
+            if not _is_label(label):
+                raise ShardFormatError(f"{self.where}: sample {stem}: bad cls member; {_DAMAGED}")
+            return label
         if "json" in members:
-            return int(self._json(i).get("label", -1))
+            return self._json(i).get("label", -1)
         return -1
 
     def labels(self):
@@ -465,6 +524,11 @@ class ManifestInfo:
         """What the shards are: the manifest's dataset_id (docs/FORMAT.md §2.5)."""
         return self._ss.manifest.dataset_id
 
+    def check_unchanged(self):
+        """Raise ShardChangedError if a shard was replaced, rewritten or truncated since the
+        reader first saw it (one stat per shard; iterators call it at each epoch start)."""
+        self._ss.check_unchanged()
+
 
 class ShardSet:
     """A manifest, its shards and global sample numbering (shard order, then position)."""
@@ -472,11 +536,11 @@ class ShardSet:
     def __init__(self, path, check_sizes=True, verify=False):
         self.manifest = Manifest(path)
         m = self.manifest
+        self.files = Files(m.shards, m.path)
+        if verify or check_sizes:
+            self.files.record_all()  # before hashing: a change while verify reads shows later
         if verify:
             m.verify()
-        elif check_sizes:
-            m.check_sizes()
-        self.files = Files(m.shards, m.path)
         if m.format == "hdf5":
             self.shards = [H5Shard(s, self.files, k, m.path) for k, s in enumerate(m.shards)]
         else:
@@ -507,6 +571,10 @@ class ShardSet:
                 raise ShardFormatError(f"{s.where}: fields {s.fields} differ from "
                                        f"{nonempty[0].path}'s {first}")
         return first
+
+    def check_unchanged(self):
+        """ShardChangedError if a shard was replaced, rewritten or truncated since first seen."""
+        self.files.check_unchanged()
 
     def close(self):
         self.files.close()

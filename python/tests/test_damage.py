@@ -1,0 +1,147 @@
+"""Damaged shards and shards that change under the reader: only ShardErrors, never a hang.
+
+The tar sweep runs in a subprocess with a timeout and a memory limit, so
+a reader that loops forever or allocates a damaged size fails the test
+instead of hanging or swapping the suite.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT, TESTDATA, need, prep_bin
+
+need("numpy")
+import prepshards as ps  # noqa: E402
+
+BLOCK = 512
+
+
+@pytest.fixture(scope="module")
+def long_png(tmp_path_factory):
+    """A one-shard png run whose first key is over 100 bytes, so the tar has a PAX header."""
+    base = tmp_path_factory.mktemp("long")
+    src = base / "in"
+    os.makedirs(src / "a")
+    os.makedirs(src / "b")
+    shutil.copy(os.path.join(TESTDATA, "images", "everyday", "coffee.png"), src / "a" / ("x" * 110 + ".png"))
+    shutil.copy(os.path.join(TESTDATA, "images", "everyday", "camera.jpg"), src / "b" / "short.jpg")
+    dst = base / "out"
+    p = subprocess.run([prep_bin(), "convert", str(src), str(dst), "--format", "png", "--workers", "1",
+                        "--recipe", "resize=8,crop=8", "--order", "sorted"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return str(dst)
+
+
+def tar_headers(path):
+    """Offsets of every header block of a tar (members and PAX headers), and the end block."""
+    out, pos = [], 0
+    with open(path, "rb") as f:
+        data = f.read()
+    while True:
+        hdr = data[pos:pos + BLOCK]
+        out.append(pos)
+        if not any(hdr):
+            return out, data
+        size = int(hdr[124:136].split(b"\0")[0] or b"0", 8)
+        pos += BLOCK + (size + BLOCK - 1) // BLOCK * BLOCK
+
+
+# Run in a child: set a memory limit, corrupt 2 bytes per case, read everything,
+# classify what came out. A case that runs past its timer is a hang.
+SWEEP = textwrap.dedent("""
+    import json, os, resource, signal, sys, traceback
+    sys.path.insert(0, sys.argv[1])
+    import prepshards as ps
+    folder, shard, cases = sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # a damaged size must not allocate it
+
+    class Hang(BaseException):
+        pass
+
+    def alarm(*_):
+        raise Hang()
+    signal.signal(signal.SIGALRM, alarm)
+    fd = os.open(shard, os.O_RDWR)
+    out = {"ok": 0, "refused": {}, "bugs": []}
+    for pos, new, inverted in cases:
+        new = bytes.fromhex(new)
+        old = os.pread(fd, len(new), pos)
+        os.pwrite(fd, new, pos)
+        signal.setitimer(signal.ITIMER_REAL, 5.0)
+        try:
+            ds = ps.ShardDataset(folder)
+            for i in range(len(ds)):
+                ds[i]
+            ds.keys, ds.labels
+            if pos % 7 == 0:  # the batch path shares the scan: a sample suffices
+                for _ in ps.BatchReader(folder, 2, copy=True):
+                    pass
+            out["ok"] += 1
+            out["ok_inverted"] = out.get("ok_inverted", 0) + inverted
+        except ps.ShardError as e:
+            name = type(e).__name__ + ("" if inverted else " (sum kept)")
+            out["refused"][name] = out["refused"].get(name, 0) + 1
+            if shard not in str(e):
+                out["bugs"].append([pos, new.hex(), "message does not name the shard: " + str(e)])
+        except Hang:
+            out["bugs"].append([pos, new.hex(), "HANG: " + traceback.format_exc(limit=-3)])
+        except BaseException as e:
+            out["bugs"].append([pos, new.hex(), traceback.format_exc(limit=-3)])
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            os.pwrite(fd, old, pos)
+    print(json.dumps(out))
+""")
+
+
+def corruptions(data, headers):
+    """2-byte corruptions of the tar's headers: the bytes inverted, and a change that keeps
+    the header checksum (one byte up, the next down by as much), which only the structural
+    checks can catch. Every position of the first two headers (the PAX header and its
+    member's), every 5th of the others (a different residue each, to keep the suite quick)."""
+    cases = []
+    for n, h in enumerate(headers):
+        step = 1 if n < 2 else 5
+        for p in range(h + n % step, min(h + BLOCK, len(data)) - 1, step):
+            a, b = data[p], data[p + 1]
+            cases.append((p, bytes([a ^ 0xFF, b ^ 0xFF]).hex(), True))
+            if a < 255 and b > 0:
+                d = min(255 - a, b, 7)
+                cases.append((p, bytes([a + d, b - d]).hex(), False))
+            elif a > 0 and b < 255:
+                d = min(a, 255 - b, 7)
+                cases.append((p, bytes([a - d, b + d]).hex(), False))
+    return cases
+
+
+def test_tar_header_corruption_never_hangs(long_png, tmp_path):
+    folder = str(tmp_path / "s")
+    shutil.copytree(long_png, folder)
+    m = json.load(open(os.path.join(folder, "manifest.json")))
+    assert len(m["shards"]) == 1 and m["shards"][0]["count"] == 2
+    shard = os.path.join(folder, m["shards"][0]["file"])
+    headers, data = tar_headers(shard)
+    # the PAX header, the long-named member's header, .cls, .json, the second sample, the end
+    assert b"PaxHeaders" in data[headers[0]:headers[0] + 100]
+    assert len(headers) >= 8
+    cases = corruptions(data, headers)
+    assert len(cases) > 1500
+    p = subprocess.run([sys.executable, "-c", SWEEP, os.path.join(ROOT, "python"), folder, shard, json.dumps(cases)],
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout)
+    assert not out["bugs"], f"{len(out['bugs'])} bad outcomes, first: {out['bugs'][:3]}"
+    # every inverted pair is noticed (by the checksum) but those in the second end block,
+    # which nothing reads; kept sums are caught where they change what the reader uses
+    inverted = sum(1 for c in cases if c[2])
+    assert out.get("ok_inverted", 0) <= BLOCK // 5, out
+    assert out["refused"]["ShardFormatError"] >= inverted - BLOCK // 5, out
+    assert out["refused"].get("ShardFormatError (sum kept)", 0) > 50, out
+    # and the shard still reads intact afterwards: the sweep restored every byte
+    assert open(shard, "rb").read() == data
