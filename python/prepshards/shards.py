@@ -5,6 +5,7 @@ the per-process descriptors and one reader per shard.
 """
 
 import json
+import math
 import os
 
 import numpy as np
@@ -23,10 +24,15 @@ def _companion_names(field):
 
 
 class _H5Field:
-    """One sample field of an HDF5 shard: fixed shape, or ragged."""
+    """One sample field of an HDF5 shard: fixed shape, or ragged.
+
+    The manifest already checked each dataset's size against its shape
+    and the file; this checks the shapes against the shard's count and
+    the ragged companions' shapes and types (docs/FORMAT.md §5.6).
+    """
 
     __slots__ = ("name", "dtype", "shape", "offset", "size", "ragged", "sample_shape",
-                 "sample_nbytes", "companions", "dataset")
+                 "sample_nbytes", "companions", "dataset", "checked")
 
     def __init__(self, name, d, count, by_name, where):
         self.name = name
@@ -35,22 +41,31 @@ class _H5Field:
         self.shape = tuple(d["shape"])
         self.offset = int(d["offset"])
         self.size = int(d["size"])
+        self.checked = False
         comps = _companion_names(name)
         self.ragged = comps["offsets"] in by_name and comps["shapes"] in by_name
         self.companions = {c: by_name[n] for c, n in comps.items() if n in by_name} if self.ragged else {}
         if self.ragged:
             self.sample_shape = None
             self.sample_nbytes = None
+            want = {"offsets": [count + 1], "shapes": None, "ranks": [count]}
+            for c, cd in self.companions.items():
+                shp = cd["shape"]
+                ok = cd["np_dtype"] == np.dtype("<i8") and (
+                    shp == want[c] if want[c] else len(shp) == 2 and shp[0] == count and shp[1] <= 32)
+                if not ok:
+                    raise ShardFormatError(f"{where}: ragged companion {cd['name']} is {cd['dtype']} "
+                                           f"{shp}, not int64 of the shape docs/FORMAT.md §5.6 gives "
+                                           f"for {count} samples; {_DAMAGED}")
+            if len(self.shape) != 1:
+                raise ShardFormatError(f"{where}: ragged dataset {name} has shape {list(self.shape)}, "
+                                       f"not one axis; {_DAMAGED}")
         else:
             if not self.shape or self.shape[0] != count:
                 raise ShardFormatError(f"{where}: dataset {name} has shape {list(self.shape)}, "
-                                       f"but the shard holds {count} samples")
+                                       f"but the shard holds {count} samples; {_DAMAGED}")
             self.sample_shape = self.shape[1:]
-            self.sample_nbytes = int(np.prod(self.sample_shape, dtype=np.int64)) * self.dtype.itemsize
-        want = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        if want != self.size:
-            raise ShardFormatError(f"{where}: dataset {name} is {self.size} bytes, its shape "
-                                   f"{list(self.shape)} of {d['dtype']} needs {want}")
+            self.sample_nbytes = math.prod(self.sample_shape) * self.dtype.itemsize
 
 
 class H5Shard:
@@ -82,10 +97,12 @@ class H5Shard:
         if not self.fields:
             raise ShardFormatError(f"{where}: no sample datasets in the manifest")
         self.field = {n: _H5Field(n, by_name[n], self.count, by_name, where) for n in self.fields}
-        for n, d in by_name.items():
-            if d["offset"] >= 0 and d["offset"] + d["size"] > info["bytes"]:
-                raise ShardFormatError(f"{where}: dataset {n} at {d['offset']}+{d['size']} "
-                                       f"lies past the end of the file ({info['bytes']} bytes)")
+        for n, kind in (("labels", "i"), ("keys", "S")):
+            d = by_name.get(n)
+            if d is not None and (d["shape"] != [self.count] or d["np_dtype"].kind != kind
+                                  or kind == "i" and d["np_dtype"].itemsize != 8):
+                raise ShardFormatError(f"{where}: dataset {n} is {d['dtype']} {d['shape']}, not "
+                                       f"{'int64' if kind == 'i' else 'S<w>'} [{self.count}]; {_DAMAGED}")
         self._small = {}
         self._h5 = None
         self._h5pid = None
@@ -111,9 +128,21 @@ class H5Shard:
                 raise ShardFormatError(
                     f"{self.where}: a dataset is not contiguous (manifest offset -1); reading it "
                     "needs h5py: pip install h5py") from None
-            self._h5 = h5py.File(self.path, "r")
+            try:
+                self._h5 = h5py.File(self.path, "r")
+            except (OSError, ValueError) as e:
+                raise ShardFormatError(f"{self.where}: h5py cannot open it ({e}); {_DAMAGED}") from None
             self._h5pid = pid
         return self._h5
+
+    def _h5read(self, name, out, sel=()):
+        """Read dataset ``name`` (selection ``sel``) through h5py into ``out``."""
+        f = self._h5file()
+        try:
+            out[...] = f[name][sel] if sel != () else f[name][()]
+        except (OSError, KeyError, ValueError, TypeError) as e:
+            raise ShardFormatError(f"{self.where}: dataset {name} through h5py: {e}; {_DAMAGED}") from None
+        return out
 
     def read_dataset(self, d, start=None, stop=None, out=None):
         """Read elements [start, stop) along axis 0 of dataset ``d`` (a manifest entry)."""
@@ -123,7 +152,7 @@ class H5Shard:
         start = 0 if start is None else start
         stop = n0 if stop is None else stop
         rest = shape[1:]
-        row = int(np.prod(rest, dtype=np.int64)) * dt.itemsize
+        row = math.prod(rest) * dt.itemsize
         oshape = (stop - start,) + rest if shape else ()
         if out is None:
             out = np.empty(oshape, dt)
@@ -131,9 +160,7 @@ class H5Shard:
         if nbytes == 0:
             return out
         if d["offset"] < 0:
-            f = self._h5file()
-            out[...] = f[d["name"]][start:stop] if shape else f[d["name"]][()]
-            return out
+            return self._h5read(d["name"], out, slice(start, stop) if shape else ())
         pread_into(self._fd(), out, d["offset"] + start * row, self.path)
         return out
 
@@ -169,6 +196,12 @@ class H5Shard:
         offs = self._cached(f.companions["offsets"]["name"])
         shapes = self._cached(f.companions["shapes"]["name"])
         ranks = self._cached(f.companions["ranks"]["name"]) if "ranks" in f.companions else None
+        if not f.checked:  # once per process: the offsets index the data, ranks index the shapes
+            if offs[0] != 0 or offs[-1] != f.shape[0] or np.any(offs[1:] < offs[:-1]) or ranks is not None \
+                    and (np.any(ranks < 0) or np.any(ranks > shapes.shape[1])):
+                raise ShardFormatError(f"{self.where}: the offsets or ranks of ragged field {f.name} "
+                                       f"do not index its {f.shape[0]} elements; {_DAMAGED}")
+            f.checked = True
         return offs, shapes, ranks
 
     def sample_shape(self, f, i):
@@ -185,21 +218,20 @@ class H5Shard:
             if f.sample_nbytes == 0:
                 return out
             if f.offset < 0:
-                out[...] = self._h5file()[name][i]
-                return out
+                return self._h5read(name, out, i)
             pread_into(self._fd(), out, f.offset + i * f.sample_nbytes, self.path)
             return out
         offs, _, _ = self.ragged_index(f)
         shape = self.sample_shape(f, i)
         a, b = int(offs[i]), int(offs[i + 1])
-        out = np.empty(shape, f.dtype)
-        if out.size != b - a:
+        if min(shape, default=0) < 0 or math.prod(shape) != b - a:
             raise ShardFormatError(f"{self.where}: {name} sample {i} has shape {shape} "
-                                   f"but {b - a} elements")
+                                   f"but {b - a} elements; {_DAMAGED}")
+        out = np.empty(shape, f.dtype)
         if b == a:
             return out
         if f.offset < 0:
-            out.reshape(-1)[...] = self._h5file()[name][a:b]
+            self._h5read(name, out.reshape(-1), slice(a, b))
             return out
         pread_into(self._fd(), out, f.offset + a * f.dtype.itemsize, self.path)
         return out

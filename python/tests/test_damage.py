@@ -145,3 +145,111 @@ def test_tar_header_corruption_never_hangs(long_png, tmp_path):
     assert out["refused"].get("ShardFormatError (sum kept)", 0) > 50, out
     # and the shard still reads intact afterwards: the sweep restored every byte
     assert open(shard, "rb").read() == data
+
+
+# -- shards that change under the reader ------------------------------------------------
+
+
+def copy_shards(src, dst):
+    shutil.copytree(src, dst)
+    m = json.load(open(os.path.join(dst, "manifest.json")))
+    return str(dst), [os.path.join(dst, s["file"]) for s in m["shards"]], m
+
+
+def read_all(ds):
+    for i in range(len(ds)):
+        ds[i]
+
+
+@pytest.mark.parametrize("name", ["img_h5", "img_png"])
+def test_truncated_while_reading(shards, tmp_path, name):
+    folder, files, m = copy_shards(shards[name], tmp_path / "s")
+    ds = ps.ShardDataset(folder)
+    n0 = m["shards"][0]["count"]
+    ds[0]  # shard 0 is open (and a tar shard's index built)
+    os.truncate(files[0], m["shards"][0]["bytes"] // 2)
+    with pytest.raises(ps.ShardChangedError) as e:
+        ds[n0 - 1]
+    msg = str(e.value)
+    assert files[0] in msg and "changed under the reader" in msg and "restart the reader" in msg
+    with pytest.raises(ps.ShardChangedError, match="went from"):
+        ds.check_unchanged()
+
+
+@pytest.mark.parametrize("name", ["img_h5", "img_png"])
+def test_truncated_between_epochs(shards, tmp_path, name):
+    folder, files, m = copy_shards(shards[name], tmp_path / "s")
+    stream = ps.ShardStream(folder, shuffle=False)
+    batches = ps.BatchReader(folder, 4)
+    assert len(list(stream)) == len(stream) and len(list(batches)) == len(batches)
+    os.truncate(files[-1], m["shards"][-1]["bytes"] - BLOCK)
+    for reader in (stream, batches):
+        reader.set_epoch(1)
+        with pytest.raises(ps.ShardChangedError) as e:
+            next(iter(reader))  # refused at the epoch's start, before any sample
+        assert files[-1] in str(e.value) and f"went from {m['shards'][-1]['bytes']}" in str(e.value)
+
+
+def rewrite_same_size(path, how):
+    """Change one byte of a shard keeping its size: as a new file renamed over it (another
+    run), or in place (a copy over it), with an mtime that differs."""
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    st = os.stat(path)
+    if how == "replaced":
+        with open(path + ".new", "wb") as f:
+            f.write(data)
+        os.utime(path + ".new", ns=(st.st_atime_ns, st.st_mtime_ns))  # even the same mtime
+        os.replace(path + ".new", path)
+    else:
+        with open(path, "r+b") as f:
+            f.write(data)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert os.stat(path).st_size == st.st_size
+
+
+@pytest.mark.parametrize("name", ["img_h5", "img_png"])
+@pytest.mark.parametrize("how", ["replaced", "rewritten"])
+def test_replaced_same_size(shards, tmp_path, name, how):
+    folder, files, m = copy_shards(shards[name], tmp_path / "s")
+    ds = ps.ShardDataset(folder)
+    stream = ps.ShardStream(folder, shuffle=False)
+    batches = ps.BatchReader(folder, 4)
+    list(stream), list(batches)  # every shard opened: the next epoch must notice
+    rewrite_same_size(files[1], how)
+    want = "replaced by another file" if how == "replaced" else "rewritten in place"
+    # a process opening it (ds has not opened shard 1 yet), and each reader's next epoch
+    with pytest.raises(ps.ShardChangedError, match=want) as e:
+        ds[m["shards"][0]["count"]]
+    assert files[1] in str(e.value) and "new manifest" in str(e.value)
+    for reader in (stream, batches):
+        with pytest.raises(ps.ShardChangedError, match=want):
+            next(iter(reader))
+    # a reader made now takes the files as they are (their bytes are the checksums' business)
+    assert len(ps.ShardStream(folder)) == m["samples"]
+
+
+def test_replaced_under_loader(shards, tmp_path):
+    need("torch")
+    folder, files, m = copy_shards(shards["img_h5"], tmp_path / "s")
+    ds = ps.ShardDataset(folder)
+    loader = ds.loader(8)
+    assert sum(len(y) for _, y in loader) == len(ds)
+    rewrite_same_size(files[0], "replaced")
+    with pytest.raises(ps.ShardChangedError, match=files[0]):
+        next(iter(loader))
+
+
+def test_ragged_index_damage(shards, tmp_path):
+    """Offsets and shapes are read from the file: damaged ones are refused, not trusted."""
+    folder, files, m = copy_shards(shards["npy_ragged"], tmp_path / "s")
+    d = {x["name"]: x for x in m["shards"][0]["datasets"]}
+    for name, pos, value in (("offsets", 1, -5), ("offsets", 6, 1 << 40), ("shapes", 3, -2),
+                             ("shapes", 3, 1 << 62), ("ranks", 0, 9)):
+        shutil.copy(os.path.join(shards["npy_ragged"], m["shards"][0]["file"]), files[0])
+        with open(files[0], "r+b") as f:
+            f.seek(d[name]["offset"] + 8 * pos)
+            f.write(value.to_bytes(8, "little", signed=True))
+        ds = ps.ShardDataset(folder, check_sizes=False)
+        with pytest.raises(ps.ShardFormatError, match=files[0]):
+            read_all(ds)
