@@ -577,6 +577,9 @@ class ShardSet:
             self.shards = [H5Shard(s, self.files, k, m.path) for k, s in enumerate(m.shards)]
         else:
             self.shards = [TarShard(s, self.files, k, m.path, m.format == "wav") for k, s in enumerate(m.shards)]
+            for s in self.shards:
+                if not s.count:
+                    s.index()  # no reader ever opens it: check now that it holds no samples
         self.counts = m.counts
         self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
         self.total = int(self.starts[-1])
