@@ -25,6 +25,11 @@ def _damage_is_format_error(kind):
         def decode(buf, where=kind, *args, **kwargs):
             try:
                 return fn(buf, where, *args, **kwargs)
+            except ShardFormatError as e:
+                if "reconvert" in str(e):
+                    raise
+                raise ShardFormatError(f"{e}; the shard is damaged: copy it again or reconvert "
+                                       "(prep convert --resume)") from None
             except ShardError:
                 raise
             except (struct.error, ValueError, TypeError, IndexError, OverflowError, KeyError) as e:

@@ -181,7 +181,7 @@ class Manifest:
             with open(self.path, "rb") as f:
                 raw = json.load(f)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
-            raise ManifestError(f"{self.path}: not valid JSON ({_short(e)}); {_FIX}") from None
+            raise ManifestError(f"{self.path}: not valid JSON ({str(e)[:200]}); {_FIX}") from None
         except OSError as e:
             raise ManifestError(f"{self.path}: cannot read the manifest ({e.strerror or e}); "
                                 "check that it is a readable file") from None

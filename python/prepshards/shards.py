@@ -95,7 +95,7 @@ class H5Shard:
                 comp.update(v for v in c.values() if v in by_name)
         self.fields = [n for n in fields if n not in comp]
         if not self.fields:
-            raise ShardFormatError(f"{where}: no sample datasets in the manifest")
+            raise ShardFormatError(f"{where}: no sample datasets in the manifest; {_DAMAGED}")
         self.field = {n: _H5Field(n, by_name[n], self.count, by_name, where) for n in self.fields}
         for n, kind in (("labels", "i"), ("keys", "S")):
             d = by_name.get(n)
@@ -417,7 +417,7 @@ class TarShard:
             samples = group_members(members)
             if len(samples) != self.count:
                 raise ShardFormatError(f"{self.where}: tar holds {len(samples)} samples, "
-                                       f"the manifest says {self.count}")
+                                       f"the manifest says {self.count}; {_DAMAGED}")
             self._index = samples
         return self._index
 
@@ -463,11 +463,11 @@ class TarShard:
                 return a
             frames = sorted(e for e in members if _is_frame(e))
             if not frames:
-                raise ShardFormatError(f"{self.where}: sample {stem} has no png, wav or frame members")
+                raise ShardFormatError(f"{self.where}: sample {stem} has no png, wav or frame members; {_DAMAGED}")
             clip = None
             for t, e in enumerate(frames):
                 if int(e[:-4]) != t:
-                    raise ShardFormatError(f"{self.where}: sample {stem}: clip frame {e} out of sequence")
+                    raise ShardFormatError(f"{self.where}: sample {stem}: clip frame {e} out of sequence; {_DAMAGED}")
                 buf = self._member(*members[e])
                 if clip is None:
                     first = decode_png(buf, f"{where}.{e}")
@@ -480,7 +480,7 @@ class TarShard:
             return clip
         ext = name + ".npy"
         if ext not in members:
-            raise ShardFormatError(f"{self.where}: sample {stem} has no member {stem}.{ext}")
+            raise ShardFormatError(f"{self.where}: sample {stem} has no member {stem}.{ext}; {_DAMAGED}")
         a = decode_npy(self._member(*members[ext]), f"{where}.{ext}")
         if out is not None and a.shape == out.shape:
             out[...] = a
