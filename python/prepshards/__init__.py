@@ -21,10 +21,13 @@ from .errors import (
     ManifestError,
     ManifestNotFoundError,
     ManifestVersionError,
+    ShardChangedError,
     ShardChecksumError,
     ShardError,
     ShardFormatError,
+    ShardIOError,
     ShardSizeError,
+    UnknownFieldError,
     UnsafeShardPathError,
 )
 from .manifest import SUPPORTED_FORMAT_VERSION, Manifest
@@ -37,4 +40,5 @@ __all__ = [
     "SUPPORTED_FORMAT_VERSION", "tune_malloc", "decode_png", "decode_wav", "decode_npy",
     "ShardError", "ManifestError", "ManifestNotFoundError", "ManifestVersionError",
     "ShardChecksumError", "ShardFormatError", "ShardSizeError", "UnsafeShardPathError",
+    "ShardChangedError", "ShardIOError", "UnknownFieldError",
 ]

@@ -78,7 +78,7 @@ def fill(ss, specs, runs, outs, labels_out):
                     continue
                 dst = out[pos:pos + n]
                 if f.offset < 0:
-                    dst[...] = s._h5file()[spec.name][start:stop]
+                    s._h5read(spec.name, dst, slice(start, stop))
                 else:
                     pread_into(s.files.fd(k), dst, f.offset + start * f.sample_nbytes, s.path)
                 continue

@@ -10,6 +10,7 @@ parent's copy from the child.
 
 import os
 
+from .errors import ShardChangedError, ShardIOError
 from .manifest import check_size
 
 try:
@@ -53,17 +54,86 @@ def _maybe_tune():
         tune_malloc()
 
 
+def identity(st):
+    """What says a file is still the one first opened: device, inode, size, mtime.
+
+    A shard replaced by another run (renamed over: a new inode) or
+    rewritten in place (a new mtime) differs, even at the same size,
+    without hashing it.
+    """
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 class Files:
-    """Lazily opened read-only descriptors, one per shard, per process."""
+    """Lazily opened read-only descriptors, one per shard, per process.
+
+    Each shard's identity (``identity``) is recorded when the reader first
+    sees it (``record_all`` when a reader is made, else the first open) and
+    travels to DataLoader workers; every later open and every
+    ``check_unchanged`` compares against it and raises ShardChangedError on
+    a difference: the shards changed under the reader.
+    """
 
     def __init__(self, shards, manifest_path):
         self._shards = shards
         self._manifest_path = manifest_path
         self._pid = None
         self._fds = {}
+        self._ident = {}
 
     def __getstate__(self):
-        return {"_shards": self._shards, "_manifest_path": self._manifest_path, "_pid": None, "_fds": {}}
+        return {"_shards": self._shards, "_manifest_path": self._manifest_path, "_pid": None, "_fds": {},
+                "_ident": self._ident}
+
+    def record_all(self):
+        """Check every shard's size against the manifest and record its identity."""
+        for k, s in enumerate(self._shards):
+            check_size(s["path"], s["bytes"], self._manifest_path)
+            try:
+                st = os.stat(s["path"])
+            except OSError:
+                st = None  # raced with a removal: the open will report it
+            if st is not None:
+                self._ident.setdefault(k, identity(st))
+
+    def _changed(self, k, what):
+        path = self._shards[k]["path"]
+        return ShardChangedError(
+            f"{path}: the shards changed under the reader: this shard {what} since the reader "
+            f"first opened it (another prep convert, a copy or a truncation); restart the reader "
+            f"from the new manifest ({self._manifest_path}), and check the folder with "
+            "`prep inspect DIR` if nothing should have changed it")
+
+    def _compare(self, k, st):
+        want = self._ident.get(k)
+        if want is None:
+            self._ident[k] = identity(st)
+            return
+        got = identity(st)
+        if got == want:
+            return
+        if got[2] != want[2]:
+            what = f"went from {want[2]} to {got[2]} bytes"
+        elif got[:2] != want[:2]:
+            what = "was replaced by another file of the same size"
+        else:
+            what = "was rewritten in place (its mtime changed)"
+        raise self._changed(k, what)
+
+    def check_unchanged(self):
+        """Raise ShardChangedError if a shard seen before was replaced, rewritten or removed.
+
+        One stat per shard: cheap enough for every epoch.
+        """
+        for k in list(self._ident):
+            try:
+                st = os.stat(self._shards[k]["path"])
+            except FileNotFoundError:
+                raise self._changed(k, "was removed") from None
+            except OSError as e:
+                raise ShardIOError(f"{self._shards[k]['path']}: cannot stat the shard "
+                                   f"({e.strerror or e}); check the folder's permissions") from None
+            self._compare(k, st)
 
     def fd(self, k):
         pid = os.getpid()
@@ -77,9 +147,20 @@ class Files:
         fd = self._fds.get(k)
         if fd is None:
             s = self._shards[k]
-            fd = os.open(s["path"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             try:
-                check_size(s["path"], s["bytes"], self._manifest_path, os.fstat(fd).st_size)
+                fd = os.open(s["path"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                if k in self._ident:
+                    raise self._changed(k, "was removed") from None
+                check_size(s["path"], s["bytes"], self._manifest_path)  # says it is missing
+                raise
+            except OSError as e:
+                raise ShardIOError(f"{s['path']}: cannot open the shard ({e.strerror or e}); "
+                                   "check its permissions") from None
+            try:
+                st = os.fstat(fd)
+                check_size(s["path"], s["bytes"], self._manifest_path, st)
+                self._compare(k, st)
             except Exception:
                 os.close(fd)
                 raise
@@ -103,17 +184,29 @@ class Files:
 
 
 def pread_into(fd, buf, offset, path="shard"):
-    """Fill the writable buffer ``buf`` from ``fd`` at ``offset``, exactly."""
+    """Fill the writable buffer ``buf`` from ``fd`` at ``offset``, exactly.
+
+    Offsets were checked against the manifest's size, and the size on
+    open: a short read means the file shrank while being read.
+    """
     mv = memoryview(buf).cast("B")
     n = len(mv)
     done = 0
     while done < n:
-        if _preadv is not None:
-            k = _preadv(fd, [mv[done:]], offset + done)
-        else:  # pragma: no cover
-            b = os.pread(fd, n - done, offset + done)
-            k = len(b)
-            mv[done:done + k] = b
+        try:
+            if _preadv is not None:
+                k = _preadv(fd, [mv[done:]], offset + done)
+            else:  # pragma: no cover
+                b = os.pread(fd, n - done, offset + done)
+                k = len(b)
+                mv[done:done + k] = b
+        except OSError as e:
+            raise ShardIOError(f"{path}: read of {n} bytes at offset {offset} failed ({e.strerror or e}); "
+                               "check the disk, or copy the shard again") from None
         if k <= 0:
-            raise EOFError(f"{path}: short read at offset {offset + done} ({done} of {n} bytes)")
+            raise ShardChangedError(
+                f"{path}: the file ends at byte {offset + done}, but {n} bytes at offset {offset} "
+                "should be there: the shards changed under the reader (truncated or replaced while "
+                "being read); restart the reader from the current manifest, and check the folder "
+                "with `prep inspect DIR`")
         done += k

@@ -103,7 +103,12 @@ class BatchReader:
                 self._ring.append((outs, lab))
         return self._ring
 
+    def check_unchanged(self):
+        """Raise ShardChangedError if a shard was replaced, rewritten or truncated since first seen."""
+        self._ss.check_unchanged()
+
     def __iter__(self):
+        self._ss.check_unchanged()  # each epoch: refuse shards replaced under the reader
         ring = self._buffers()
         b = self.batch_size
         slot = 0

@@ -7,18 +7,43 @@ any non-interlaced 8- or 16-bit PNG decodes.
 """
 
 import ast
+import functools
+import math
 import struct
 import zlib
 
 import numpy as np
 
-from .errors import ShardFormatError
+from .errors import ShardError, ShardFormatError
+
+
+def _damage_is_format_error(kind):
+    """Turn what a damaged member makes the parser raise (struct.error on a short
+    buffer, ValueError from numpy on an impossible shape, ...) into ShardFormatError."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def decode(buf, where=kind, *args, **kwargs):
+            try:
+                return fn(buf, where, *args, **kwargs)
+            except ShardFormatError as e:
+                if "reconvert" in str(e):
+                    raise
+                raise ShardFormatError(f"{e}; the shard is damaged: copy it again or reconvert "
+                                       "(prep convert --resume)") from None
+            except ShardError:
+                raise
+            except (struct.error, ValueError, TypeError, IndexError, OverflowError, KeyError) as e:
+                raise ShardFormatError(f"{where}: damaged {kind} ({e}); the shard is damaged: copy it "
+                                       "again or reconvert (prep convert --resume)") from None
+        return decode
+    return wrap
 
 _PNG_SIG = b"\x89PNG\r\n\x1a\n"
 # colour type -> channels
 _PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
 
 
+@_damage_is_format_error("png")
 def decode_png(buf, where="png", out=None):
     """Decode a PNG into a uint8 (or uint16) array shaped as PIL gives it.
 
@@ -56,6 +81,9 @@ def decode_png(buf, where="png", out=None):
     stride = width * bpp
     want = height * (stride + 1)
     data = idat[0] if len(idat) == 1 else b"".join(idat)
+    if want > 1032 * len(data) + 1024:  # deflate expands at most ~1032:1: damaged IHDR
+        raise ShardFormatError(f"{where}: PNG of {width}x{height} cannot come from {len(data)} bytes "
+                               "of image data; the shard is damaged: copy it again or reconvert")
     try:
         raw = zlib.decompress(data, 15, want + 1)
     except zlib.error as e:
@@ -126,6 +154,7 @@ def _unfilter(rows, pix, bpp, where):
 _WAVE_PCM, _WAVE_FLOAT, _WAVE_EXT = 1, 3, 0xFFFE
 
 
+@_damage_is_format_error("wav")
 def decode_wav(buf, where="wav"):
     """Decode a RIFF/WAVE file of 16-bit PCM or 32-bit float.
 
@@ -156,7 +185,12 @@ def decode_wav(buf, where="wav"):
             else:
                 raise ShardFormatError(f"{where}: WAV format tag {tag} at {bits} bits not supported "
                                        "(prep writes 16-bit PCM or 32-bit float)")
-            size = min(size, n - body)
+            if size > n - body:
+                raise ShardFormatError(f"{where}: WAV data chunk of {size} bytes is cut at {n - body}; "
+                                       "the shard is damaged: copy it again or reconvert")
+            if channels < 1 or size % (dt.itemsize * channels):
+                raise ShardFormatError(f"{where}: WAV data of {size} bytes is not whole frames of "
+                                       f"{channels} channels; the shard is damaged")
             count = size // dt.itemsize
             a = np.frombuffer(mv, dt, count, body)
             a = a.astype(dt.newbyteorder("="), copy=True)
@@ -167,6 +201,7 @@ def decode_wav(buf, where="wav"):
     raise ShardFormatError(f"{where}: WAV has no data chunk")
 
 
+@_damage_is_format_error("npy")
 def decode_npy(buf, where="npy"):
     """Decode a .npy file held in memory into a writable array (no pickles)."""
     mv = memoryview(buf)
@@ -191,7 +226,9 @@ def decode_npy(buf, where="npy"):
         raise ShardFormatError(f"{where}: bad .npy header ({e})") from None
     if dt.hasobject:
         raise ShardFormatError(f"{where}: object arrays are not loaded (pickles)")
-    count = int(np.prod(shape, dtype=np.int64))
+    if not all(isinstance(x, int) and x >= 0 for x in shape):
+        raise ShardFormatError(f"{where}: bad .npy shape {shape}")
+    count = math.prod(shape)
     off = start + hlen
     if len(mv) - off < count * dt.itemsize:
         raise ShardFormatError(f"{where}: .npy data truncated")

@@ -4,6 +4,7 @@ import numpy as np
 
 from . import _torch
 from ._batch import fill, fixed_specs, runs_of
+from .errors import UnknownFieldError
 from .shards import ManifestInfo, ShardSet
 
 
@@ -15,7 +16,8 @@ def _select_fields(ss, fields):
     names = [fields] if single else list(fields)
     for n in names:
         if n not in available:
-            raise KeyError(f"{ss.manifest.path}: no field {n!r}; the shards have {available}")
+            raise UnknownFieldError(f"{ss.manifest.path}: no field {n!r}; the shards have {available}: "
+                                    "pass one of those as fields=")
     return names, not single
 
 
@@ -41,7 +43,9 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
     ``DataLoader(num_workers=N)`` forks its workers is safe to use in them.
     Every shard's size is checked against the manifest when the dataset is
     made (and again when a process opens the file); ``verify=True`` also
-    checks every sha256.
+    checks every sha256. A shard replaced or rewritten after that (same
+    size or not) raises ShardChangedError when a process opens it, at each
+    ``loader()`` epoch, and on ``check_unchanged()``.
 
     ``transform(sample)``, if given, is applied to the sample (not the label).
     """
@@ -172,7 +176,7 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
         dl = DataLoader(_BatchFetch(self, batch_size, ring), batch_size=None,
                         sampler=BatchSampler(sampler, batch_size, drop_last),
                         num_workers=num_workers, **kwargs)
-        return _RingLoader(dl)
+        return _RingLoader(dl, self)
 
     def close(self):
         self._ss.close()
@@ -230,8 +234,9 @@ class _RingLoader:
     the next batch in that buffer instead of mapping fresh pages.
     """
 
-    def __init__(self, dl):
+    def __init__(self, dl, ds):
         self.dl = dl
+        self.ds = ds
         self._keep = {}
 
     def __len__(self):
@@ -248,6 +253,7 @@ class _RingLoader:
             pass
 
     def __iter__(self):
+        self.ds.check_unchanged()  # each epoch: shards replaced since the last one are refused
         for data, labels in self.dl:
             for t in (data.values() if isinstance(data, dict) else (data,)):
                 self._hold(t)

@@ -35,3 +35,21 @@ class ShardChecksumError(ShardError):
 
 class ShardFormatError(ShardError, ValueError):
     """A shard's content does not match what the manifest or format says."""
+
+
+class ShardChangedError(ShardSizeError):
+    """A shard was replaced, rewritten or truncated after the reader first saw it."""
+
+
+class ShardIOError(ShardError, OSError):
+    """The operating system refused to open or read a shard (permissions, I/O error)."""
+
+    def __str__(self):
+        return self.args[0] if self.args else ""
+
+
+class UnknownFieldError(ShardError, KeyError):
+    """A field asked for (``fields=``) is not in the shards."""
+
+    def __str__(self):  # KeyError would quote the message
+        return self.args[0] if self.args else ""

@@ -5,6 +5,7 @@ the per-process descriptors and one reader per shard.
 """
 
 import json
+import math
 import os
 
 import numpy as np
@@ -23,10 +24,15 @@ def _companion_names(field):
 
 
 class _H5Field:
-    """One sample field of an HDF5 shard: fixed shape, or ragged."""
+    """One sample field of an HDF5 shard: fixed shape, or ragged.
+
+    The manifest already checked each dataset's size against its shape
+    and the file; this checks the shapes against the shard's count and
+    the ragged companions' shapes and types (docs/FORMAT.md §5.6).
+    """
 
     __slots__ = ("name", "dtype", "shape", "offset", "size", "ragged", "sample_shape",
-                 "sample_nbytes", "companions", "dataset")
+                 "sample_nbytes", "companions", "dataset", "checked")
 
     def __init__(self, name, d, count, by_name, where):
         self.name = name
@@ -35,22 +41,31 @@ class _H5Field:
         self.shape = tuple(d["shape"])
         self.offset = int(d["offset"])
         self.size = int(d["size"])
+        self.checked = False
         comps = _companion_names(name)
         self.ragged = comps["offsets"] in by_name and comps["shapes"] in by_name
         self.companions = {c: by_name[n] for c, n in comps.items() if n in by_name} if self.ragged else {}
         if self.ragged:
             self.sample_shape = None
             self.sample_nbytes = None
+            want = {"offsets": [count + 1], "shapes": None, "ranks": [count]}
+            for c, cd in self.companions.items():
+                shp = cd["shape"]
+                ok = cd["np_dtype"] == np.dtype("<i8") and (
+                    shp == want[c] if want[c] else len(shp) == 2 and shp[0] == count and shp[1] <= 32)
+                if not ok:
+                    raise ShardFormatError(f"{where}: ragged companion {cd['name']} is {cd['dtype']} "
+                                           f"{shp}, not int64 of the shape docs/FORMAT.md §5.6 gives "
+                                           f"for {count} samples; {_DAMAGED}")
+            if len(self.shape) != 1:
+                raise ShardFormatError(f"{where}: ragged dataset {name} has shape {list(self.shape)}, "
+                                       f"not one axis; {_DAMAGED}")
         else:
             if not self.shape or self.shape[0] != count:
                 raise ShardFormatError(f"{where}: dataset {name} has shape {list(self.shape)}, "
-                                       f"but the shard holds {count} samples")
+                                       f"but the shard holds {count} samples; {_DAMAGED}")
             self.sample_shape = self.shape[1:]
-            self.sample_nbytes = int(np.prod(self.sample_shape, dtype=np.int64)) * self.dtype.itemsize
-        want = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        if want != self.size:
-            raise ShardFormatError(f"{where}: dataset {name} is {self.size} bytes, its shape "
-                                   f"{list(self.shape)} of {d['dtype']} needs {want}")
+            self.sample_nbytes = math.prod(self.sample_shape) * self.dtype.itemsize
 
 
 class H5Shard:
@@ -80,12 +95,14 @@ class H5Shard:
                 comp.update(v for v in c.values() if v in by_name)
         self.fields = [n for n in fields if n not in comp]
         if not self.fields:
-            raise ShardFormatError(f"{where}: no sample datasets in the manifest")
+            raise ShardFormatError(f"{where}: no sample datasets in the manifest; {_DAMAGED}")
         self.field = {n: _H5Field(n, by_name[n], self.count, by_name, where) for n in self.fields}
-        for n, d in by_name.items():
-            if d["offset"] >= 0 and d["offset"] + d["size"] > info["bytes"]:
-                raise ShardFormatError(f"{where}: dataset {n} at {d['offset']}+{d['size']} "
-                                       f"lies past the end of the file ({info['bytes']} bytes)")
+        for n, kind in (("labels", "i"), ("keys", "S")):
+            d = by_name.get(n)
+            if d is not None and (d["shape"] != [self.count] or d["np_dtype"].kind != kind
+                                  or kind == "i" and d["np_dtype"].itemsize != 8):
+                raise ShardFormatError(f"{where}: dataset {n} is {d['dtype']} {d['shape']}, not "
+                                       f"{'int64' if kind == 'i' else 'S<w>'} [{self.count}]; {_DAMAGED}")
         self._small = {}
         self._h5 = None
         self._h5pid = None
@@ -111,9 +128,21 @@ class H5Shard:
                 raise ShardFormatError(
                     f"{self.where}: a dataset is not contiguous (manifest offset -1); reading it "
                     "needs h5py: pip install h5py") from None
-            self._h5 = h5py.File(self.path, "r")
+            try:
+                self._h5 = h5py.File(self.path, "r")
+            except (OSError, ValueError) as e:
+                raise ShardFormatError(f"{self.where}: h5py cannot open it ({e}); {_DAMAGED}") from None
             self._h5pid = pid
         return self._h5
+
+    def _h5read(self, name, out, sel=()):
+        """Read dataset ``name`` (selection ``sel``) through h5py into ``out``."""
+        f = self._h5file()
+        try:
+            out[...] = f[name][sel] if sel != () else f[name][()]
+        except (OSError, KeyError, ValueError, TypeError) as e:
+            raise ShardFormatError(f"{self.where}: dataset {name} through h5py: {e}; {_DAMAGED}") from None
+        return out
 
     def read_dataset(self, d, start=None, stop=None, out=None):
         """Read elements [start, stop) along axis 0 of dataset ``d`` (a manifest entry)."""
@@ -123,7 +152,7 @@ class H5Shard:
         start = 0 if start is None else start
         stop = n0 if stop is None else stop
         rest = shape[1:]
-        row = int(np.prod(rest, dtype=np.int64)) * dt.itemsize
+        row = math.prod(rest) * dt.itemsize
         oshape = (stop - start,) + rest if shape else ()
         if out is None:
             out = np.empty(oshape, dt)
@@ -131,9 +160,7 @@ class H5Shard:
         if nbytes == 0:
             return out
         if d["offset"] < 0:
-            f = self._h5file()
-            out[...] = f[d["name"]][start:stop] if shape else f[d["name"]][()]
-            return out
+            return self._h5read(d["name"], out, slice(start, stop) if shape else ())
         pread_into(self._fd(), out, d["offset"] + start * row, self.path)
         return out
 
@@ -169,6 +196,12 @@ class H5Shard:
         offs = self._cached(f.companions["offsets"]["name"])
         shapes = self._cached(f.companions["shapes"]["name"])
         ranks = self._cached(f.companions["ranks"]["name"]) if "ranks" in f.companions else None
+        if not f.checked:  # once per process: the offsets index the data, ranks index the shapes
+            if offs[0] != 0 or offs[-1] != f.shape[0] or np.any(offs[1:] < offs[:-1]) or ranks is not None \
+                    and (np.any(ranks < 0) or np.any(ranks > shapes.shape[1])):
+                raise ShardFormatError(f"{self.where}: the offsets or ranks of ragged field {f.name} "
+                                       f"do not index its {f.shape[0]} elements; {_DAMAGED}")
+            f.checked = True
         return offs, shapes, ranks
 
     def sample_shape(self, f, i):
@@ -185,21 +218,20 @@ class H5Shard:
             if f.sample_nbytes == 0:
                 return out
             if f.offset < 0:
-                out[...] = self._h5file()[name][i]
-                return out
+                return self._h5read(name, out, i)
             pread_into(self._fd(), out, f.offset + i * f.sample_nbytes, self.path)
             return out
         offs, _, _ = self.ragged_index(f)
         shape = self.sample_shape(f, i)
         a, b = int(offs[i]), int(offs[i + 1])
-        out = np.empty(shape, f.dtype)
-        if out.size != b - a:
+        if min(shape, default=0) < 0 or math.prod(shape) != b - a:
             raise ShardFormatError(f"{self.where}: {name} sample {i} has shape {shape} "
-                                   f"but {b - a} elements")
+                                   f"but {b - a} elements; {_DAMAGED}")
+        out = np.empty(shape, f.dtype)
         if b == a:
             return out
         if f.offset < 0:
-            out.reshape(-1)[...] = self._h5file()[name][a:b]
+            self._h5read(name, out.reshape(-1), slice(a, b))
             return out
         pread_into(self._fd(), out, f.offset + a * f.dtype.itemsize, self.path)
         return out
@@ -213,68 +245,114 @@ class H5Shard:
 _BLOCK = 512
 
 
-def _octal(b, where):
+_DAMAGED = ("the shard is damaged: copy it again or reconvert (prep convert --resume); "
+            "`prep inspect DIR --verify` lists damaged shards")
+
+
+def _octal(b, where, pos, what):
+    """A tar header number: NUL/space-terminated octal, or GNU base-256 (first byte 0x80)."""
     b = bytes(b)
-    if b and b[0] & 0x80:  # base-256 (GNU) for large values
-        v = int.from_bytes(b[1:], "big")
-        return v
-    s = b.split(b"\x00", 1)[0].strip()
-    try:
-        return int(s, 8) if s else 0
-    except ValueError:
-        raise ShardFormatError(f"{where}: bad tar header number {s!r}") from None
+    if b and b[0] & 0x80:
+        if b[0] != 0x80:  # 0xff starts a negative number: no size or offset is negative
+            raise ShardFormatError(f"{where}: tar header at offset {pos}: {what} field {b!r} is "
+                                   f"not a number; {_DAMAGED}")
+        return int.from_bytes(b[1:], "big")
+    s = b.split(b"\x00", 1)[0].strip(b" ")
+    if s and all(48 <= c <= 55 for c in s):
+        return int(s, 8)
+    if not s:
+        return 0
+    raise ShardFormatError(f"{where}: tar header at offset {pos}: {what} field {b!r} is not an "
+                           f"octal number; {_DAMAGED}")
 
 
-def _pax(buf, where):
+def _check_header(hdr, where, pos):
+    """Refuse a header whose checksum is wrong, as tar does: any damaged byte shows here."""
+    want = _octal(hdr[148:156], where, pos, "checksum")
+    unsigned = sum(hdr) - sum(hdr[148:156]) + 8 * 32
+    if want == unsigned:
+        return
+    signed = unsigned - 256 * sum(1 for c in hdr[:148] + hdr[156:] if c & 0x80)
+    if want != signed:
+        raise ShardFormatError(f"{where}: tar header at offset {pos}: checksum {want} does not match "
+                               f"the header's bytes ({unsigned}); {_DAMAGED}")
+
+
+def _pax(buf, where, pos):
+    """Parse PAX records "LEN KEY=VALUE\\n"; every record must advance and fit."""
     out = {}
-    pos = 0
     data = bytes(buf)
-    while pos < len(data):
-        sp = data.index(b" ", pos)
-        length = int(data[pos:sp])
-        rec = data[sp + 1:pos + length - 1]
-        k, _, v = rec.partition(b"=")
-        out[k.decode("utf-8")] = v.decode("utf-8", "surrogateescape")
-        pos += length
+    i = 0
+    while i < len(data):
+        if data[i] == 0:
+            break  # NUL padding after the last record
+        sp = data.find(b" ", i, i + 21)
+        digits = data[i:sp] if sp > i else b""
+        length = int(digits) if digits and digits.isdigit() else -1
+        if length <= sp - i + 1 or i + length > len(data) or data[i + length - 1] != 0x0A:
+            raise ShardFormatError(f"{where}: PAX header at offset {pos}: bad record at byte {i}; {_DAMAGED}")
+        k, eq, v = data[sp + 1:i + length - 1].partition(b"=")
+        if not eq:
+            raise ShardFormatError(f"{where}: PAX header at offset {pos}: record without '='; {_DAMAGED}")
+        out[k.decode("utf-8", "surrogateescape")] = v.decode("utf-8", "surrogateescape")
+        i += length
     return out
 
 
 def scan_tar(fd, size, where):
-    """List (name, data offset, size) of a tar's regular members, reading only headers."""
+    """List (name, data offset, size) of a tar's regular members, reading only headers.
+
+    ``size`` is the file's size (checked on open); every header's checksum
+    is checked, every member must lie inside the file and the archive must
+    end with its zero block, so damage gives a ShardFormatError naming the
+    offset, never a loop or a read past the end.
+    """
     members = []
     pos = 0
     hdr = bytearray(_BLOCK)
     pending = {}
-    while pos + _BLOCK <= size:
+    while True:
+        if pos + _BLOCK > size:
+            raise ShardFormatError(f"{where}: the tar ends at byte {size} without its end-of-archive "
+                                   f"block (last member ends at {pos}); {_DAMAGED}")
         pread_into(fd, hdr, pos, where)
         if not any(hdr):
             break
+        _check_header(hdr, where, pos)
         name = bytes(hdr[0:100]).split(b"\x00", 1)[0]
-        msize = _octal(hdr[124:136], where)
-        typ = hdr[156:157]
+        msize = _octal(hdr[124:136], where, pos, "size")
+        typ = bytes(hdr[156:157])
         if bytes(hdr[257:262]) == b"ustar":
             prefix = bytes(hdr[345:500]).split(b"\x00", 1)[0]
             if prefix:
                 name = prefix + b"/" + name
         data = pos + _BLOCK
-        nxt = data + (msize + _BLOCK - 1) // _BLOCK * _BLOCK
         if typ in (b"x", b"g", b"L"):
+            if msize > size - data:
+                raise ShardFormatError(f"{where}: tar header at offset {pos}: a {msize}-byte extended "
+                                       f"header does not fit in the file ({size} bytes); {_DAMAGED}")
             body = bytearray(msize)
             pread_into(fd, body, data, where)
             if typ == b"x":
-                pending.update(_pax(body, where))
+                pending.update(_pax(body, where, pos))
             elif typ == b"L":
                 pending["path"] = bytes(body).split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
-            pos = nxt
+            pos = data + (msize + _BLOCK - 1) // _BLOCK * _BLOCK
             continue
         if "size" in pending:
-            msize = int(pending["size"])
-            nxt = data + (msize + _BLOCK - 1) // _BLOCK * _BLOCK
+            s = pending["size"]
+            if not (s.isascii() and s.isdigit()):
+                raise ShardFormatError(f"{where}: PAX header before offset {pos}: size {s!r} is not "
+                                       f"a number; {_DAMAGED}")
+            msize = int(s)
+        if msize > size - data:
+            raise ShardFormatError(f"{where}: tar member at offset {pos}: {msize} bytes from {data} "
+                                   f"run past the end of the file ({size} bytes); {_DAMAGED}")
         name = pending.get("path", name.decode("utf-8", "surrogateescape"))
         pending = {}
         if typ in (b"0", b"\x00", b"7"):
             members.append((name, data, msize))
-        pos = nxt
+        pos = data + (msize + _BLOCK - 1) // _BLOCK * _BLOCK  # > pos: the scan always advances
     return members
 
 
@@ -297,8 +375,13 @@ def group_members(members):
     return samples
 
 
+def _is_label(v):
+    """An int64 label (labels are returned as int64 arrays)."""
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63)
+
+
 def _is_frame(ext):
-    return ext.endswith(".png") and ext[:-4].isdigit()
+    return ext.endswith(".png") and ext[:-4].isascii() and ext[:-4].isdigit()
 
 
 class TarShard:
@@ -330,11 +413,11 @@ class TarShard:
     def index(self):
         if self._index is None:
             fd = self.files.fd(self.k)
-            members = scan_tar(fd, int(self.info["bytes"]), self.path)
+            members = scan_tar(fd, int(self.info["bytes"]), self.where)
             samples = group_members(members)
             if len(samples) != self.count:
                 raise ShardFormatError(f"{self.where}: tar holds {len(samples)} samples, "
-                                       f"the manifest says {self.count}")
+                                       f"the manifest says {self.count}; {_DAMAGED}")
             self._index = samples
         return self._index
 
@@ -355,9 +438,14 @@ class TarShard:
         if "json" not in members:
             return {}
         try:
-            return json.loads(bytes(self._member(*members["json"])))
-        except ValueError:
-            raise ShardFormatError(f"{self.where}: sample {stem}: bad json member") from None
+            meta = json.loads(bytes(self._member(*members["json"])))
+        except (ValueError, RecursionError):
+            meta = None
+        if not isinstance(meta, dict) or not isinstance(meta.get("key", ""), str) \
+                or not _is_label(meta.get("label", -1)):
+            raise ShardFormatError(f"{self.where}: sample {stem}: bad json member (not an object with "
+                                   f"a string key and an integer label); {_DAMAGED}")
+        return meta
 
     def read_field(self, name, i, out=None):
         stem, members = self.index()[i]
@@ -375,11 +463,11 @@ class TarShard:
                 return a
             frames = sorted(e for e in members if _is_frame(e))
             if not frames:
-                raise ShardFormatError(f"{self.where}: sample {stem} has no png, wav or frame members")
+                raise ShardFormatError(f"{self.where}: sample {stem} has no png, wav or frame members; {_DAMAGED}")
             clip = None
             for t, e in enumerate(frames):
                 if int(e[:-4]) != t:
-                    raise ShardFormatError(f"{self.where}: sample {stem}: clip frame {e} out of sequence")
+                    raise ShardFormatError(f"{self.where}: sample {stem}: clip frame {e} out of sequence; {_DAMAGED}")
                 buf = self._member(*members[e])
                 if clip is None:
                     first = decode_png(buf, f"{where}.{e}")
@@ -392,7 +480,7 @@ class TarShard:
             return clip
         ext = name + ".npy"
         if ext not in members:
-            raise ShardFormatError(f"{self.where}: sample {stem} has no member {stem}.{ext}")
+            raise ShardFormatError(f"{self.where}: sample {stem} has no member {stem}.{ext}; {_DAMAGED}")
         a = decode_npy(self._member(*members[ext]), f"{where}.{ext}")
         if out is not None and a.shape == out.shape:
             out[...] = a
@@ -406,11 +494,14 @@ class TarShard:
         stem, members = self.index()[i]
         if "cls" in members:
             try:
-                return int(bytes(self._member(*members["cls"])).strip())
+                label = int(bytes(self._member(*members["cls"])).strip())
             except ValueError:
-                raise ShardFormatError(f"{self.where}: sample {stem}: bad cls member") from None
+                label = None
+            if not _is_label(label):
+                raise ShardFormatError(f"{self.where}: sample {stem}: bad cls member; {_DAMAGED}")
+            return label
         if "json" in members:
-            return int(self._json(i).get("label", -1))
+            return self._json(i).get("label", -1)
         return -1
 
     def labels(self):
@@ -465,6 +556,11 @@ class ManifestInfo:
         """What the shards are: the manifest's dataset_id (docs/FORMAT.md §2.5)."""
         return self._ss.manifest.dataset_id
 
+    def check_unchanged(self):
+        """Raise ShardChangedError if a shard was replaced, rewritten or truncated since the
+        reader first saw it (one stat per shard; iterators call it at each epoch start)."""
+        self._ss.check_unchanged()
+
 
 class ShardSet:
     """A manifest, its shards and global sample numbering (shard order, then position)."""
@@ -472,15 +568,18 @@ class ShardSet:
     def __init__(self, path, check_sizes=True, verify=False):
         self.manifest = Manifest(path)
         m = self.manifest
+        self.files = Files(m.shards, m.path)
+        if verify or check_sizes:
+            self.files.record_all()  # before hashing: a change while verify reads shows later
         if verify:
             m.verify()
-        elif check_sizes:
-            m.check_sizes()
-        self.files = Files(m.shards, m.path)
         if m.format == "hdf5":
             self.shards = [H5Shard(s, self.files, k, m.path) for k, s in enumerate(m.shards)]
         else:
             self.shards = [TarShard(s, self.files, k, m.path, m.format == "wav") for k, s in enumerate(m.shards)]
+            for s in self.shards:
+                if not s.count:
+                    s.index()  # no reader ever opens it: check now that it holds no samples
         self.counts = m.counts
         self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
         self.total = int(self.starts[-1])
@@ -507,6 +606,10 @@ class ShardSet:
                 raise ShardFormatError(f"{s.where}: fields {s.fields} differ from "
                                        f"{nonempty[0].path}'s {first}")
         return first
+
+    def check_unchanged(self):
+        """ShardChangedError if a shard was replaced, rewritten or truncated since first seen."""
+        self.files.check_unchanged()
 
     def close(self):
         self.files.close()

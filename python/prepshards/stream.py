@@ -146,6 +146,7 @@ class ShardStream(ManifestInfo, _torch.IterBase):
         return remaining[(pos // self.batch_size) % nw == wid]
 
     def __iter__(self):
+        self._ss.check_unchanged()  # each epoch (and worker): refuse shards replaced under us
         order = self.plan()[self._start:]
         mine = self._worker_part(order)
         self._seen = 0
