@@ -4,12 +4,14 @@ package manifest
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -145,12 +147,58 @@ func Parse(data []byte) (*Manifest, error) {
 // shard without samples (every input skipped) may name no file. Parse
 // calls it.
 func (m *Manifest) Validate() error {
+	const fix = "the manifest is damaged; rerun prep convert (--resume keeps the shards that check out)"
+	if m.Items < 0 || m.ItemsPerShard < 0 || m.ShardCount < 0 || m.Samples < 0 || m.Bytes < 0 || m.Copies < 0 {
+		return fmt.Errorf("negative count (items %d, items_per_shard %d, shard_count %d, samples %d, bytes %d, copies %d): %s",
+			m.Items, m.ItemsPerShard, m.ShardCount, m.Samples, m.Bytes, m.Copies, fix)
+	}
+	index := make(map[int]bool, len(m.Shards))
+	files := make(map[string]bool, len(m.Shards))
 	for i, s := range m.Shards {
 		switch {
 		case s.File == "" && s.Count > 0:
-			return fmt.Errorf("shard entry %d (index %d) holds %d samples but names no file: the manifest is damaged; rerun prep convert", i, s.Index, s.Count)
+			return fmt.Errorf("shard entry %d (index %d) holds %d samples but names no file: %s", i, s.Index, s.Count, fix)
 		case s.File != "" && !plainName(s.File):
-			return fmt.Errorf("shard entry %d (index %d): file %q is not a plain file name (no /, \\, . or ..) in the manifest's folder: the manifest is damaged; rerun prep convert", i, s.Index, s.File)
+			return fmt.Errorf("shard entry %d (index %d): file %q is not a plain file name (no /, \\, . or ..) in the manifest's folder: %s", i, s.Index, s.File, fix)
+		case s.Index < 0 || s.Count < 0 || s.Bytes < 0:
+			return fmt.Errorf("shard entry %d: negative index, count or bytes (%d, %d, %d): %s", i, s.Index, s.Count, s.Bytes, fix)
+		case index[s.Index]:
+			return fmt.Errorf("shard entry %d: index %d listed twice: %s", i, s.Index, fix)
+		case s.File != "" && files[s.File]:
+			return fmt.Errorf("shard entry %d: file %s listed twice: %s", i, s.File, fix)
+		}
+		index[s.Index] = true
+		if s.File != "" {
+			files[s.File] = true
+		}
+		if err := checkDatasets(s); err != nil {
+			return fmt.Errorf("shard entry %d (%s): %w: %s", i, s.File, err, fix)
+		}
+	}
+	return nil
+}
+
+// checkDatasets refuses datasets that lie outside their shard or overlap:
+// readers read them at their offsets.
+func checkDatasets(s Shard) error {
+	type span struct {
+		name     string
+		from, to int64
+	}
+	var spans []span
+	for _, d := range s.Datasets {
+		if d.Offset == -1 {
+			continue // not contiguous: read through the library
+		}
+		if d.Offset < 0 || d.Size < 0 || d.Size > s.Bytes || d.Offset > s.Bytes-d.Size {
+			return fmt.Errorf("dataset %s at offset %d, %d bytes, lies outside the %d-byte shard", d.Name, d.Offset, d.Size, s.Bytes)
+		}
+		spans = append(spans, span{d.Name, d.Offset, d.Offset + d.Size})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].from < spans[i-1].to {
+			return fmt.Errorf("datasets %s and %s overlap", spans[i-1].name, spans[i].name)
 		}
 	}
 	return nil

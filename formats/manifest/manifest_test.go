@@ -19,14 +19,14 @@ func TestWriteReadRoundTrip(t *testing.T) {
 		Options: map[string]string{"b": "2", "a": "1"}, Classes: []string{"x", "y"},
 		Items: 5, ItemsPerShard: 3, ShardCount: 2,
 		Shards: []Shard{
-			{Index: 0, ShardInfo: formats.ShardInfo{File: "shard-000000.h5", Count: 3, Bytes: 100, SHA256: "ab",
+			{Index: 0, ShardInfo: formats.ShardInfo{File: "shard-000000.h5", Count: 3, Bytes: 5000, SHA256: "ab",
 				Datasets: []formats.DatasetInfo{{Name: "data", DType: formats.Uint8, Shape: []int{3, 2}, Offset: 4096, Size: 6}}}},
 			{Index: 1, ShardInfo: formats.ShardInfo{File: "shard-000001.h5", Count: 1, Bytes: 50, SHA256: "cd"},
 				Skipped: []Skipped{{Key: "bad.jpg", Reason: "truncated"}}},
 		},
 	}
 	m.Totals()
-	if m.Samples != 4 || m.Bytes != 150 || len(m.Skipped) != 1 {
+	if m.Samples != 4 || m.Bytes != 5050 || len(m.Skipped) != 1 {
 		t.Fatalf("totals: %d samples, %d bytes, %v skipped", m.Samples, m.Bytes, m.Skipped)
 	}
 	dir := t.TempDir()
@@ -97,6 +97,13 @@ func TestParseRefusesShardEntries(t *testing.T) {
 		{"absolute", `{"index": 0, "file": "/etc/passwd", "count": 1}`, `file "/etc/passwd" is not a plain file name`},
 		{"sub folder", `{"index": 0, "file": "sub/shard.h5", "count": 1}`, `file "sub/shard.h5" is not a plain file name`},
 		{"backslash", `{"index": 0, "file": "..\\x.h5", "count": 1}`, `is not a plain file name`},
+		// What prepshards refuses, prep refuses too.
+		{"index twice", `{"index": 0, "file": "a.h5", "count": 1}, {"index": 0, "file": "b.h5", "count": 1}`, `shard entry 1: index 0 listed twice`},
+		{"file twice", `{"index": 0, "file": "a.h5", "count": 1}, {"index": 1, "file": "a.h5", "count": 1}`, `shard entry 1: file a.h5 listed twice`},
+		{"negative count", `{"index": 0, "file": "a.h5", "count": -1}`, `negative index, count or bytes`},
+		{"dataset past the end", `{"index": 0, "file": "a.h5", "count": 1, "bytes": 100, "datasets": [{"name": "data", "offset": 90, "size": 20}]}`, `dataset data at offset 90, 20 bytes, lies outside the 100-byte shard`},
+		{"datasets overlap", `{"index": 0, "file": "a.h5", "count": 1, "bytes": 100, "datasets": [{"name": "data", "offset": 0, "size": 50}, {"name": "labels", "offset": 40, "size": 8}]}`, `datasets data and labels overlap`},
+		{"dataset not contiguous", `{"index": 0, "file": "a.h5", "count": 1, "bytes": 100, "datasets": [{"name": "data", "offset": -1, "size": 500}]}`, ``},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
