@@ -154,6 +154,20 @@ func SkipHardware(t testing.TB, reason string) {
 	t.Skip(reason)
 }
 
+// Stubbed records that t checked a path on a stub for want of hardware
+// (the GPU bindings without a GPU) without skipping: make test's last
+// line names such paths, so that a passing log does not read as if they
+// ran for real.
+func Stubbed(t testing.TB, reason string) {
+	t.Helper()
+	if err := record(t.Name(), StubMark+reason); err != nil {
+		t.Fatalf("record the stub (%s): %v", reason, err)
+	}
+}
+
+// StubMark starts the reason of a line Stubbed records.
+const StubMark = "stub: "
+
 // record appends "package: test: reason" to the file $PREP_TEST_SKIPS
 // names, if it does. Test binaries of several packages append to it at
 // once: each line is one write to a file opened O_APPEND.
