@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"strings"
 
@@ -16,10 +17,41 @@ func init() { commands = append(commands, newCompletionCmd) }
 // shells are the shells cobra writes completion scripts for, with
 // descriptions of the values where the shell shows them.
 var shells = map[string]func(root *cobra.Command, w io.Writer) error{
-	"bash":       func(root *cobra.Command, w io.Writer) error { return root.GenBashCompletionV2(w, true) },
+	"bash":       genBash,
 	"zsh":        (*cobra.Command).GenZshCompletion,
 	"fish":       func(root *cobra.Command, w io.Writer) error { return root.GenFishCompletion(w, true) },
 	"powershell": (*cobra.Command).GenPowerShellCompletionWithDesc,
+}
+
+// bashCommaFixes make cobra's bash script take completions holding a
+// comma, as recipes do ("resize=256,crop="): bash 5's printf %q writes
+// "\\,", so the escaped completion never starts with the word typed and
+// none was offered. A comma is not special on a command line (only in
+// braces), so the script drops that escape.
+var bashCommaFixes = []struct{ old, new string }{
+	{`printf -v comp "%q" "${compline%%$tab*}" &>/dev/null || comp=$(printf "%q" "${compline%%$tab*}")`,
+		`printf -v comp "%q" "${compline%%$tab*}" &>/dev/null || comp=$(printf "%q" "${compline%%$tab*}")
+        comp=${comp//\\,/,}`},
+	{`COMPREPLY[0]=$(printf "%q" "${COMPREPLY[0]%%$tab*}")`,
+		`COMPREPLY[0]=$(printf "%q" "${COMPREPLY[0]%%$tab*}")
+        COMPREPLY[0]=${COMPREPLY[0]//\\,/,}`},
+}
+
+// genBash writes cobra's bash completion script with bashCommaFixes.
+func genBash(root *cobra.Command, w io.Writer) error {
+	var b strings.Builder
+	if err := root.GenBashCompletionV2(&b, true); err != nil {
+		return err
+	}
+	script := b.String()
+	for _, f := range bashCommaFixes {
+		if !strings.Contains(script, f.old) {
+			return fmt.Errorf("completion bash: cobra's script changed, a fix no longer applies (%.40s...): update bashCommaFixes", f.old)
+		}
+		script = strings.ReplaceAll(script, f.old, f.new)
+	}
+	_, err := io.WriteString(w, script)
+	return err
 }
 
 // newCompletionCmd replaces cobra's default completion command, which has

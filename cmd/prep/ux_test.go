@@ -517,3 +517,37 @@ func TestRawMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestBashCompletesAfterComma runs prep's bash script in bash, with the
+// words bash gives it for `prep convert a b --recipe resize=256,c<TAB>`
+// (bash breaks words at "="): it must offer crop=, which cobra's script
+// filtered out because bash's printf %q escapes the comma (issue 32).
+func TestBashCompletesAfterComma(t *testing.T) {
+	bash := testenv.NeedCommand(t, "bash", "bash")
+	testenv.NeedFile(t, "/usr/share/bash-completion/bash_completion", "make deps installs it (apt-get install bash-completion)")
+	dir := t.TempDir()
+	script, _, err := execute(t, "completion", "bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "prep.bash"), []byte(script), 0o644)
+	os.Symlink(prepBinary(t), filepath.Join(dir, "prep"))
+	for _, tt := range []struct {
+		line  string
+		words string // as bash splits them
+		want  string
+	}{
+		{"prep convert a b --recipe resize=256,c", "prep convert a b --recipe resize = 256,c", "256,crop="},
+		{"prep convert a b --recipe resize=256,crop=224,hf", "prep convert a b --recipe resize = 256,crop = 224,hf", "224,hflip="},
+	} {
+		sh := `source /usr/share/bash-completion/bash_completion; source prep.bash; PATH=$PWD:$PATH
+COMP_LINE="$1"; COMP_POINT=${#1}; read -ra COMP_WORDS <<<"$2"; COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+__start_prep prep 2>/dev/null; printf '%s\n' "${COMPREPLY[@]}"`
+		cmd := exec.Command(bash, "-c", sh, "bash", tt.line, tt.words)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil || strings.TrimSpace(string(out)) != tt.want {
+			t.Errorf("%s<TAB>: %q (%v), want %q", tt.line, out, err, tt.want)
+		}
+	}
+}
