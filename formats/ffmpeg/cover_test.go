@@ -64,8 +64,9 @@ func TestFramesMaxBytes(t *testing.T) {
 	} {
 		calls := 0
 		_, _, err := Frames(context.Background(), path, opt, func(Frame) error { calls++; return nil })
-		if !errors.Is(err, ErrFrameTooLarge) || !strings.Contains(err.Error(), "64x48 are 9216 bytes") || calls != 0 {
-			t.Errorf("error %v after %d frames, want ErrFrameTooLarge before any", err, calls)
+		var tl *FrameTooLargeError
+		if !errors.As(err, &tl) || tl.Bytes() != 9216 || tl.Max != opt.MaxFrameBytes || !strings.Contains(err.Error(), "64x48 are 9216 bytes") || calls != 0 {
+			t.Errorf("error %v after %d frames, want a FrameTooLargeError before any", err, calls)
 		}
 	}
 	if _, _, idx, _ := collect(t, path, FrameOptions{MaxFrameBytes: 64 * 48 * 3}); len(idx) != 50 {

@@ -29,7 +29,7 @@ type FrameOptions struct {
 	CropW, CropH int
 	// MaxFrameBytes refuses frames of more RGB bytes (width × height × 3)
 	// than this, from the first frame's header and before its memory is
-	// taken, with an error that is ErrFrameTooLarge; 0: no bound. PPM
+	// taken, with a *FrameTooLargeError; 0: no bound. PPM
 	// allows 65536×65536 frames, 12 GiB each.
 	MaxFrameBytes int64
 	// Buffer, when set, gives the memory each frame is read into, n
@@ -104,7 +104,7 @@ func frames(ctx context.Context, path string, opt FrameOptions, fn func(Frame) e
 		return fr.w, fr.h, fmt.Errorf("ffmpeg %s: %w", path, ctx.Err())
 	case errors.Is(readErr, errCallback):
 		return fr.w, fr.h, readErr.(callbackError).err
-	case errors.Is(readErr, ErrFrameTooLarge):
+	case errors.As(readErr, new(*FrameTooLargeError)):
 		return fr.w, fr.h, &Error{Path: path, Reason: readErr.Error(), Err: readErr}
 	case waitErr != nil:
 		return fr.w, fr.h, runError(path, stderr, waitErr)
@@ -127,8 +127,18 @@ func frames(ctx context.Context, path string, opt FrameOptions, fn func(Frame) e
 	return fr.w, fr.h, nil
 }
 
-// ErrFrameTooLarge marks frames over FrameOptions.MaxFrameBytes.
-var ErrFrameTooLarge = errors.New("frames too large")
+// FrameTooLargeError is frames over FrameOptions.MaxFrameBytes.
+type FrameTooLargeError struct {
+	Width, Height int
+	Max           int64 // MaxFrameBytes
+}
+
+// Bytes is one frame's RGB bytes.
+func (e *FrameTooLargeError) Bytes() int64 { return int64(e.Width) * int64(e.Height) * 3 }
+
+func (e *FrameTooLargeError) Error() string {
+	return fmt.Sprintf("frames of %dx%d are %d bytes as RGB, over the limit of %d", e.Width, e.Height, e.Bytes(), e.Max)
+}
 
 // ErrIncomplete marks a video that ffmpeg decoded only in part: it exited
 // 0 but logged errors (a file cut off, damaged packets).
@@ -240,8 +250,8 @@ func (fr *frameReader) each(ctx context.Context, opt FrameOptions, fn func(Frame
 			return n, fmt.Errorf("frame %d: %w", n, err)
 		}
 		if fr.w == 0 {
-			if b := int64(w) * int64(h) * 3; opt.MaxFrameBytes > 0 && b > opt.MaxFrameBytes {
-				return n, fmt.Errorf("frames of %dx%d are %d bytes as RGB, over the limit of %d: %w", w, h, b, opt.MaxFrameBytes, ErrFrameTooLarge)
+			if tl := (&FrameTooLargeError{Width: w, Height: h, Max: opt.MaxFrameBytes}); tl.Max > 0 && tl.Bytes() > tl.Max {
+				return n, tl
 			}
 			fr.w, fr.h = w, h
 		} else if w != fr.w || h != fr.h {
