@@ -3,6 +3,7 @@ package convert
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -21,6 +22,10 @@ type AudioOptions struct {
 	// SampleFormat is "f32" (float32 in [-1, 1], the default) or "s16"
 	// (int16, as 16-bit WAV holds).
 	SampleFormat string
+	// MaxSampleBytes skips a file whose sample would hold more bytes
+	// (--max-sample-bytes), found before its samples are decoded where
+	// the header gives the length; 0: no bound.
+	MaxSampleBytes int64
 }
 
 // NewAudioHandler decodes audio files (WAV and FLAC in process, .mp3,
@@ -36,6 +41,13 @@ func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
 	if do.Channels == 0 {
 		do.Channels = 1
 	}
+	bytesPer := 4
+	if opt.SampleFormat == "s16" {
+		bytesPer = 2
+	}
+	if opt.MaxSampleBytes > 0 {
+		do.MaxSamples = max(1, opt.MaxSampleBytes/int64(bytesPer))
+	}
 	if a, ok := aug.(interface{ HasAudioOps() bool }); ok && !a.HasAudioOps() {
 		aug = nil // an image-only recipe: nothing to do to the samples
 	}
@@ -50,13 +62,13 @@ func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {
 			// held whole (a one-hour 16 kHz file: 115 MB, not 230).
 			pcm, err := decodeAudio(ctx, in, do, audiodec.DecodeS16)
 			if err != nil {
-				return nil, err
+				return nil, tooLong(err, bytesPer, opt.MaxSampleBytes)
 			}
 			t = int16Tensor(pcm, do.Channels)
 		} else {
 			pcm, err := decodeAudio(ctx, in, do, audiodec.Decode)
 			if err != nil {
-				return nil, err
+				return nil, tooLong(err, bytesPer, opt.MaxSampleBytes)
 			}
 			if aug != nil {
 				params = aug.ApplyAudio(pcm, do.Channels, do.Rate, rng)
@@ -91,6 +103,24 @@ func decodeAudio[T any](ctx context.Context, in *Input, opt audiodec.Options,
 		return nil, mediaError(err)
 	}
 	return pcm, nil
+}
+
+// tooLong words audiodec's *TooLongError in the sample's bytes, with the
+// flags that let the file through; other errors stay as they are.
+func tooLong(err error, bytesPer int, maxBytes int64) error {
+	var tl *audiodec.TooLongError
+	if !errors.As(err, &tl) {
+		return err
+	}
+	more := ""
+	if tl.Partial {
+		more = "more than "
+	}
+	kind := map[int]string{2: "int16", 4: "float32"}[bytesPer]
+	return &reworded{err: err, msg: fmt.Sprintf(
+		"audio decodes to %s%s (%s%.1f s at %d Hz × %d channels of %s, from the file's %d Hz), over --max-sample-bytes %s: raise --max-sample-bytes, or cut each file to a length with --duration",
+		more, byteSize(tl.Samples*int64(bytesPer)), more, float64(tl.Samples)/float64(tl.Channels)/float64(tl.Rate),
+		tl.Rate, tl.Channels, kind, tl.FileRate, byteSize(maxBytes))}
 }
 
 // pcmShape is the shape of interleaved pcm: (T,) for mono, else (T, C).

@@ -70,11 +70,43 @@ func whyNoFrames(ctx context.Context, path string, err error) error {
 		return err
 	}
 	var types []string
+	fix := ""
 	for _, s := range info.Streams {
-		types = append(types, s.Type)
+		switch {
+		case s.AttachedPic:
+			types = append(types, "cover picture")
+		case s.Type == "audio":
+			fix = "; to convert its audio, give it an audio file's extension (.m4a for MP4 audio)"
+			fallthrough
+		default:
+			types = append(types, s.Type)
+		}
 	}
 	if len(types) == 0 {
 		types = []string{"none"}
 	}
-	return &ffmpeg.Error{Path: fe.Path, Reason: "no video stream (streams: " + strings.Join(types, ", ") + ")", Err: err}
+	return &ffmpeg.Error{Path: fe.Path, Reason: "no video stream (streams: " + strings.Join(types, ", ") + ")" + fix, Err: err}
+}
+
+// reworded is err said in words that name its fix (a flag, say), still
+// matching err for errors.Is and errors.As.
+type reworded struct {
+	msg string
+	err error
+}
+
+func (e *reworded) Error() string { return e.msg }
+func (e *reworded) Unwrap() error { return e.err }
+
+// byteSize writes n bytes for a person: "1.50 GiB", "12.0 MiB".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"image"
 	"math/rand/v2"
@@ -22,6 +23,10 @@ type VideoOptions struct {
 	// an (H, W, 3) sample.
 	Clip      int
 	MaxFrames int // keep at most this many frames of a video; 0 for all
+	// MaxSampleBytes skips a video whose samples (Clip frames of H×W×3)
+	// would hold more bytes (--max-sample-bytes), found from its first
+	// frame before their memory is taken; 0: no bound.
+	MaxSampleBytes int64
 }
 
 // NewVideoHandler decodes .mp4, .mkv, .webm, .avi and .mov files with
@@ -82,7 +87,8 @@ func (h *videoHandler) Emit(ctx context.Context, in *Input, _ int, rng *rand.Ran
 	if a, ok := aug.(interface{ HasImageOps() bool }); ok && !a.HasImageOps() {
 		v.aug = nil // an audio-only recipe: spare every frame the RGBA round trip
 	}
-	fo := ffmpeg.FrameOptions{FPS: opt.FPS, Every: opt.Every, MaxFrames: opt.MaxFrames}
+	fo := ffmpeg.FrameOptions{FPS: opt.FPS, Every: opt.Every, MaxFrames: opt.MaxFrames, MaxFrameBytes: opt.MaxSampleBytes}
+	v.maxBytes = opt.MaxSampleBytes
 	if l, ok := v.aug.(centerCropLead); ok {
 		if short, w, h, rest, ok := l.CenterCropLead(); ok {
 			// resize=S,crop=WxH (centred) is ffmpeg's whole: frames come
@@ -114,6 +120,10 @@ func (h *videoHandler) Emit(ctx context.Context, in *Input, _ int, rng *rand.Ran
 		}
 		return err
 	})
+	if tl := (*ffmpeg.FrameTooLargeError)(nil); errors.As(err, &tl) {
+		err = &reworded{err: err, msg: fmt.Sprintf("video frames of %dx%d are %s as RGB, over --max-sample-bytes %s: raise --max-sample-bytes, or shrink them with a recipe that starts with resize=",
+			tl.Width, tl.Height, byteSize(tl.Bytes()), byteSize(opt.MaxSampleBytes))}
+	}
 	if err != nil {
 		return mediaError(err)
 	}
@@ -135,6 +145,8 @@ type videoSamples struct {
 	aug  ImageAugmenter
 	rng  *rand.Rand
 	clip int
+	// maxBytes bounds a sample's bytes (0: none).
+	maxBytes int64
 	// owned: frames' RGB are the pool's bytes, given to ffmpeg.Frames as
 	// FrameOptions.Buffer, and become samples as they are.
 	owned bool
@@ -170,6 +182,13 @@ func (v *videoSamples) add(f ffmpeg.Frame) error {
 		}
 	}
 	frame, params := v.augment(f)
+	if v.n == 1 {
+		// A clip's bytes are taken in one piece below: check them first.
+		if b := int64(v.clip) * int64(len(frame.Data)); v.maxBytes > 0 && b > v.maxBytes {
+			return fmt.Errorf("a sample of %d frames of %v is %s, over --max-sample-bytes %s: raise --max-sample-bytes, or make it smaller with --clip or a recipe that starts with resize=",
+				v.clip, frame.Shape, byteSize(b), byteSize(v.maxBytes))
+		}
+	}
 	if pos == 0 {
 		v.params, v.shape = params, frame.Shape
 		switch {

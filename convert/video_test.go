@@ -297,7 +297,7 @@ func TestVideoWithoutVideoStream(t *testing.T) {
 	}
 	in := &Input{Key: "speech.mp4", Path: path}
 	_, err = NewVideoHandler(VideoOptions{}, nil).Samples(context.Background(), in, 0, rand.New(rand.NewPCG(1, 2)))
-	if want := "ffmpeg: no video stream (streams: audio)"; err == nil || err.Error() != want || IsFatal(err) {
+	if want := "ffmpeg: no video stream (streams: audio); to convert its audio, give it an audio file's extension (.m4a for MP4 audio)"; err == nil || err.Error() != want || IsFatal(err) {
 		t.Errorf("err = %v, want %q, not fatal", err, want)
 	}
 }

@@ -32,7 +32,7 @@ func init() { commands = append(commands, newConvertCmd) }
 var (
 	imageExts = []string{".jpg", ".jpeg", ".png"}
 	videoExts = []string{".mp4", ".mkv", ".webm", ".avi", ".mov"}
-	audioExts = []string{".wav", ".flac", ".mp3", ".ogg", ".opus"}
+	audioExts = []string{".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a"}
 	npyExts   = []string{".npy", ".npz"}
 )
 
@@ -129,7 +129,7 @@ func addConvertFlags(fl *pflag.FlagSet, f *convertFlags) {
 	fl.Float64Var(&f.audio.Duration, "duration", 0, "audio: trim or pad every file to this many seconds (0 keeps each whole)")
 	fl.StringVar(&f.audio.SampleFormat, "sample-format", "s16", "audio: s16 (16-bit PCM) or f32 (IEEE float)")
 	fl.IntVar(&f.splitAxis, "split-axis", -1, ".npy/.npz: -1 makes each file one sample, 0 makes each row along axis 0 a sample")
-	fl.StringVar(&f.maxSampleSize, "max-sample-bytes", defaultMaxSample, ".npz: skip an archive whose compressed members would inflate to more than this; audio: the most --duration may ask of a sample")
+	fl.StringVar(&f.maxSampleSize, "max-sample-bytes", defaultMaxSample, ".npz: skip an archive whose compressed members would inflate to more than this; audio and video: skip a file whose samples would be larger")
 	fl.StringVar((*string)(&f.labels.Layout), "layout", string(convert.LayoutAuto), "a folder's labels: auto (ImageFolder classes when files sit in folders, else none), imagefolder (require SRC/<class>/<file>) or flat (every file at any depth, no labels)")
 	fl.BoolVar(&f.labels.KeepEmptyClasses, "keep-empty-classes", false, "keep the index of a class folder with no convertible file (or whose every input fails), with a warning, instead of refusing the run")
 	fl.BoolVar(&f.labels.IgnoreStrays, "ignore-stray-files", false, "leave out convertible files beside the class folders (as torchvision's ImageFolder does), with a warning, instead of refusing the run")

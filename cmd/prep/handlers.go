@@ -21,8 +21,10 @@ func (f *convertFlags) handler(recipe *augment.Recipe) func(key string) convert.
 	imageHandler := convert.NewScaledImageHandler(convert.ImgdecDecoder(decOpt), imgdec.Release, recipe, recipe.MinSide())
 	maxSample, _ := parseSize(f.maxSampleSize) // checked by check
 	npyHandler := convert.NewNPYHandler(convert.NPYOptions{SplitAxis: f.splitAxis, MaxSampleBytes: maxSample})
-	videoHandler := convert.NewVideoHandler(f.video, recipe)
-	audioHandler := convert.NewAudioHandler(f.audio, recipe)
+	video, audio := f.video, f.audio
+	video.MaxSampleBytes, audio.MaxSampleBytes = maxSample, maxSample
+	videoHandler := convert.NewVideoHandler(video, recipe)
+	audioHandler := convert.NewAudioHandler(audio, recipe)
 	return func(key string) convert.Handler {
 		switch {
 		case hasExt(key, imageExts):

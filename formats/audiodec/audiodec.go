@@ -28,6 +28,34 @@ type Options struct {
 	Rate     int     // samples per second per channel; 0 means DefaultRate
 	Channels int     // 0 means 1
 	Duration float64 // seconds; 0 keeps the whole stream, else trim or pad with silence to exactly Rate×Duration frames
+	// MaxSamples bounds the samples (frames × Channels) the result may
+	// hold; 0: no bound. A file over it is a *TooLongError, found from
+	// its header where that tells the length, else as it decodes, and
+	// before the memory is taken either way: a 36 KB FLAC that declares
+	// 1 Hz is hours of audio once resampled to 16 kHz.
+	MaxSamples int64
+}
+
+// TooLongError is a file whose decoded samples would pass
+// Options.MaxSamples.
+type TooLongError struct {
+	Samples  int64 // the result's samples, or those reached when Partial
+	Max      int64 // Options.MaxSamples
+	Rate     int   // the result's rate and channels
+	Channels int
+	FileRate int // the rate the file declares, resampled to Rate
+	// Partial: the file gives no length (or asks for none), and decoding
+	// stopped when it passed Max; the whole would be longer still.
+	Partial bool
+}
+
+func (e *TooLongError) Error() string {
+	more := ""
+	if e.Partial {
+		more = "more than "
+	}
+	return fmt.Sprintf("decodes to %s%d samples (%s%.1f s at %d Hz × %d channels, from the file's %d Hz), over the limit of %d",
+		more, e.Samples, more, float64(e.Samples)/float64(e.Channels)/float64(e.Rate), e.Rate, e.Channels, e.FileRate, e.Max)
 }
 
 // DefaultRate is the sample rate Decode uses when Options.Rate is 0.
@@ -40,7 +68,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Channels == 0 {
 		o.Channels = 1
 	}
-	if o.Rate < 0 || o.Channels < 0 || o.Channels > pcm.MaxChannels || o.Duration < 0 || math.IsNaN(o.Duration) || math.IsInf(o.Duration, 0) {
+	if o.Rate < 0 || o.Channels < 0 || o.Channels > pcm.MaxChannels || o.Duration < 0 || o.MaxSamples < 0 || math.IsNaN(o.Duration) || math.IsInf(o.Duration, 0) {
 		return o, fmt.Errorf("audio: rate %d, channels %d and duration %v must be positive (or 0 for the default), channels at most %d",
 			o.Rate, o.Channels, o.Duration, pcm.MaxChannels)
 	}
@@ -110,7 +138,9 @@ func decode[T sample](ctx context.Context, path string, opt Options, conv func([
 			size = fi.Size()
 		}
 		out, err := convert(src, opt, conv, size)
-		return out, dec, err
+		if !errors.Is(err, errUseFFmpeg) {
+			return out, dec, err
+		}
 	}
 	f.Close()
 	var out []T
@@ -185,8 +215,16 @@ func decoderPanic(dec Decoder, p any) error {
 // errRemix asks Decode to run ffmpeg again, mixing the channels itself.
 var errRemix = errors.New("channels need ffmpeg's downmix")
 
+// errUseFFmpeg is an in-process source's word that the file is ffmpeg's to
+// decode after all (a chained Ogg file): Decode starts over with ffmpeg.
+var errUseFFmpeg = errors.New("decode with ffmpeg")
+
 // block is how many frames convert reads at a time.
 const block = 4096
+
+// maxFrames is the most frames convert believes a header: beyond it,
+// OutFrames could overflow (2^40 × a 2^20 Hz rate is 2^60).
+const maxFrames = 1 << 40
 
 // maxIdle is how many reads in a row may give no sample before convert
 // gives up on a source.
@@ -212,17 +250,48 @@ func convert[T sample](src source, opt Options, conv func([]T, []float32) []T, f
 	if opt.Duration > 0 {
 		want = int(math.Round(float64(opt.Rate)*opt.Duration)) * opt.Channels
 	}
+	tooLong := func(samples int64, partial bool) error {
+		return &TooLongError{Samples: samples, Max: opt.MaxSamples, Rate: opt.Rate, Channels: opt.Channels,
+			FileRate: rate, Partial: partial}
+	}
+	if max := opt.MaxSamples; max > 0 {
+		switch {
+		case want >= 0:
+			if int64(want) > max {
+				return nil, tooLong(int64(want), false)
+			}
+		case frames > maxFrames:
+			// Past any sane length: estimated in floating point, which
+			// cannot overflow.
+			if est := float64(frames) * float64(opt.Rate) / float64(rate) * float64(opt.Channels); est > float64(max) {
+				return nil, tooLong(int64(min(est, 1<<62)), false)
+			}
+		case frames >= 0:
+			// The header's length resampled, before a byte of it is
+			// decoded; out×channels > max, without the overflow.
+			if out := c.OutFrames(frames); out > max/int64(opt.Channels) {
+				return nil, tooLong(out*int64(opt.Channels), false)
+			}
+		}
+	}
 	acc := collector[T]{limit: want, conv: conv}
 	switch {
 	case want >= 0:
 		acc.cur = make([]T, 0, want)
-	case frames >= 0 && fileSize > 0:
+	case frames >= 0 && frames <= maxFrames && fileSize > 0:
 		// The header's length, believed as far as the file's size allows
 		// (a 100-byte file claimed 4 GB): past 64 samples out per byte in,
 		// far beyond FLAC's ratios on sound, the result grows in chunks.
 		acc.cur = make([]T, 0, min(c.OutFrames(frames)*int64(opt.Channels), 64*fileSize))
 	}
-	in := make([]float32, block*channels)
+	// Upsampling multiplies each read: from a file at 1 Hz a block of
+	// 4096 frames would come out 65 million frames long at 16 kHz, so a
+	// read takes at most the input that makes a block of output.
+	blk := block
+	if rate < opt.Rate {
+		blk = max(1, block*rate/opt.Rate)
+	}
+	in := make([]float32, blk*channels)
 	var tmp []float32
 	decoded := false
 	idle := 0 // reads in a row that gave nothing
@@ -233,6 +302,9 @@ func convert[T sample](src source, opt Options, conv func([]T, []float32) []T, f
 			var werr error
 			if tmp, werr = c.Write(tmp[:0], in[:n]); werr != nil {
 				return nil, werr
+			}
+			if opt.MaxSamples > 0 && want < 0 && int64(acc.len()+len(tmp)) > opt.MaxSamples {
+				return nil, tooLong(int64(acc.len()+len(tmp)), true)
 			}
 			acc.add(tmp)
 		} else if err == nil {
@@ -252,7 +324,11 @@ func convert[T sample](src source, opt Options, conv func([]T, []float32) []T, f
 	if !decoded {
 		return nil, errors.New("no audio samples decoded")
 	}
-	acc.add(c.Flush(tmp[:0]))
+	tmp = c.Flush(tmp[:0])
+	if opt.MaxSamples > 0 && want < 0 && int64(acc.len()+len(tmp)) > opt.MaxSamples {
+		return nil, tooLong(int64(acc.len()+len(tmp)), false)
+	}
+	acc.add(tmp)
 	out := acc.join()
 	if want >= 0 {
 		if len(out) > want {

@@ -3,6 +3,8 @@ package audiodec
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,9 +23,30 @@ func FuzzInProcess(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(b[:min(len(b), 8192)])
+		if name == "sine.ogg" {
+			f.Add(append(b[:len(b):len(b)], b...)) // chained: two streams
+		}
+		if name == "sine.wav" {
+			// The same header at 1 Hz: each frame 8000 at 8 kHz.
+			slow := bytes.Clone(b[:min(len(b), 8192)])
+			binary.LittleEndian.PutUint32(slow[24:], 1)
+			binary.LittleEndian.PutUint32(slow[28:], 2) // bytes a second
+			f.Add(slow)
+		}
 	}
 	opt, _ := Options{Rate: 8000, Duration: 0.25}.withDefaults()
+	// Without a duration, the bound on the samples: a header can claim
+	// any rate and length.
+	whole, _ := Options{Rate: 8000, MaxSamples: 1 << 16}.withDefaults()
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if src, _, err := inProcess(bufio.NewReader(bytes.NewReader(b))); err == nil && src != nil {
+			out, err := convert(src, whole, func(dst, src []float32) []float32 { return append(dst, src...) }, int64(len(b)))
+			src.close()
+			var tl *TooLongError
+			if err == nil && int64(len(out)) > whole.MaxSamples || errors.As(err, &tl) && tl.Samples <= whole.MaxSamples {
+				t.Fatalf("%d samples, error %v, with a bound of %d", len(out), err, whole.MaxSamples)
+			}
+		}
 		src, dec, err := inProcess(bufio.NewReader(bytes.NewReader(b)))
 		if err != nil && dec == "wav" && strings.Contains(err.Error(), "decoder failed") {
 			t.Fatalf("the WAV reader panicked: %v", err)

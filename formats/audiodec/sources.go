@@ -1,6 +1,7 @@
 package audiodec
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -138,8 +139,46 @@ func (f *flacSource) read(dst []float32) (int, error) {
 	return f.take(dst), nil
 }
 
+// oggLink reads an Ogg file up to the end of its first logical stream:
+// the page that ends it (flagged end of stream) is the last, so a chained
+// file's next stream waits in r. oggvorbis, given the whole file, reads
+// on past that page within one Read and fails on the next stream's
+// headers.
+type oggLink struct {
+	r    *bufio.Reader
+	left int  // bytes of the current page not yet read
+	last bool // the current page ends the stream
+}
+
+func (l *oggLink) Read(p []byte) (int, error) {
+	if l.left == 0 {
+		if l.last {
+			return 0, io.EOF
+		}
+		// A page: 27 bytes of header, a segment table, the segments.
+		h, err := l.r.Peek(27)
+		if err == nil && string(h[:4]) == "OggS" {
+			if seg, err := l.r.Peek(27 + int(h[26])); err == nil {
+				l.left, l.last = len(seg), h[5]&4 != 0
+				for _, s := range seg[27:] {
+					l.left += int(s)
+				}
+			}
+		}
+		if l.left == 0 {
+			return l.r.Read(p) // not a whole page header: the decoder judges it
+		}
+	}
+	k, err := l.r.Read(p[:min(len(p), l.left)])
+	l.left -= k
+	return k, err
+}
+
 // vorbisSource decodes Ogg Vorbis.
-type vorbisSource struct{ r *oggvorbis.Reader }
+type vorbisSource struct {
+	r  *oggvorbis.Reader
+	in *bufio.Reader // the file, after the pages r has read
+}
 
 // isVorbis reports whether an Ogg stream's first packet is a Vorbis
 // identification header (Opus and FLAC in Ogg go to ffmpeg).
@@ -152,15 +191,15 @@ func isVorbis(head []byte) bool {
 	return len(head) >= body+7 && string(head[body:body+7]) == "\x01vorbis"
 }
 
-func newVorbis(r io.Reader) (source, error) {
-	v, err := oggvorbis.NewReader(r)
+func newVorbis(r *bufio.Reader) (source, error) {
+	v, err := oggvorbis.NewReader(&oggLink{r: r})
 	if err != nil {
 		return nil, fmt.Errorf("damaged Ogg Vorbis header: %w; re-encode or remove the file", err)
 	}
 	if v.Channels() < 1 || v.SampleRate() < 1 {
 		return nil, fmt.Errorf("damaged Ogg Vorbis header: %d channels at %d Hz; re-encode or remove the file", v.Channels(), v.SampleRate())
 	}
-	return vorbisSource{v}, nil
+	return vorbisSource{v, r}, nil
 }
 
 func (vorbisSource) name() Decoder               { return "vorbis" }
@@ -171,6 +210,13 @@ func (s vorbisSource) read(dst []float32) (int, error) {
 	n, err := s.r.Read(dst)
 	switch {
 	case err == io.EOF:
+		if next, _ := s.in.Peek(4); string(next) == "OggS" {
+			// A chained file (cat a.ogg b.ogg): more logical streams
+			// after the first's end, which oggvorbis does not read.
+			// ffmpeg decodes them all, new rates and channels too; its
+			// output is the reference, so it decodes the whole file.
+			return 0, fmt.Errorf("chained Ogg: %w", errUseFFmpeg)
+		}
 		return n, err
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return n, fmt.Errorf("Ogg Vorbis cut off after %d samples; copy the file again or remove it", s.r.Position())

@@ -27,6 +27,11 @@ type FrameOptions struct {
 	// CropW×CropH window, its offsets (size-crop)/2 rounded half to even:
 	// prep's resize=ShortSide,crop=CropWxCropH. Both at most ShortSide.
 	CropW, CropH int
+	// MaxFrameBytes refuses frames of more RGB bytes (width × height × 3)
+	// than this, from the first frame's header and before its memory is
+	// taken, with a *FrameTooLargeError; 0: no bound. PPM
+	// allows 65536×65536 frames, 12 GiB each.
+	MaxFrameBytes int64
 	// Buffer, when set, gives the memory each frame is read into, n
 	// bytes: the frame's RGB is then the caller's to keep, and no copy
 	// is needed. Without it, one buffer is reused for every frame.
@@ -45,7 +50,9 @@ type Frame struct {
 }
 
 // Frames decodes the first video stream of the file at path to 8-bit RGB
-// and calls fn for each frame in order. An error from fn stops decoding
+// and calls fn for each frame in order. A cover picture (a stream with
+// the attached_pic disposition, as music .mp4/.m4a and .mp3 files carry)
+// is no video stream. An error from fn stops decoding
 // and is returned as is.
 //
 // ffmpeg writes the frames as binary PPM (P6) images, a raw RGB frame
@@ -97,6 +104,8 @@ func frames(ctx context.Context, path string, opt FrameOptions, fn func(Frame) e
 		return fr.w, fr.h, fmt.Errorf("ffmpeg %s: %w", path, ctx.Err())
 	case errors.Is(readErr, errCallback):
 		return fr.w, fr.h, readErr.(callbackError).err
+	case errors.As(readErr, new(*FrameTooLargeError)):
+		return fr.w, fr.h, &Error{Path: path, Reason: readErr.Error(), Err: readErr}
 	case waitErr != nil:
 		return fr.w, fr.h, runError(path, stderr, waitErr)
 	case readErr != nil:
@@ -118,6 +127,19 @@ func frames(ctx context.Context, path string, opt FrameOptions, fn func(Frame) e
 	return fr.w, fr.h, nil
 }
 
+// FrameTooLargeError is frames over FrameOptions.MaxFrameBytes.
+type FrameTooLargeError struct {
+	Width, Height int
+	Max           int64 // MaxFrameBytes
+}
+
+// Bytes is one frame's RGB bytes.
+func (e *FrameTooLargeError) Bytes() int64 { return int64(e.Width) * int64(e.Height) * 3 }
+
+func (e *FrameTooLargeError) Error() string {
+	return fmt.Sprintf("frames of %dx%d are %d bytes as RGB, over the limit of %d", e.Width, e.Height, e.Bytes(), e.Max)
+}
+
 // ErrIncomplete marks a video that ffmpeg decoded only in part: it exited
 // 0 but logged errors (a file cut off, damaged packets).
 var ErrIncomplete = errors.New("incomplete decode")
@@ -125,7 +147,8 @@ var ErrIncomplete = errors.New("incomplete decode")
 // frameArgs is ffmpeg's command line for Frames.
 func frameArgs(path string, opt FrameOptions, legacy bool) []string {
 	args := []string{"-nostdin", "-v", "error", "-i", fileURL(path),
-		"-map", "0:v:0", "-an", "-sn", "-dn"}
+		// V, not v: video streams other than cover pictures.
+		"-map", "0:V:0", "-an", "-sn", "-dn"}
 	var filters []string
 	if opt.FPS > 0 {
 		filters = append(filters, "fps="+strconv.FormatFloat(opt.FPS, 'g', -1, 64))
@@ -227,6 +250,9 @@ func (fr *frameReader) each(ctx context.Context, opt FrameOptions, fn func(Frame
 			return n, fmt.Errorf("frame %d: %w", n, err)
 		}
 		if fr.w == 0 {
+			if tl := (&FrameTooLargeError{Width: w, Height: h, Max: opt.MaxFrameBytes}); tl.Max > 0 && tl.Bytes() > tl.Max {
+				return n, tl
+			}
 			fr.w, fr.h = w, h
 		} else if w != fr.w || h != fr.h {
 			return n, fmt.Errorf("frame %d is %dx%d, the first frame was %dx%d; frames of one video must have one size", n, w, h, fr.w, fr.h)

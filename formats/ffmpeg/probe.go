@@ -34,10 +34,21 @@ type Stream struct {
 
 	SampleRate int
 	Channels   int
+
+	// AttachedPic: a picture attached to the file (cover art), typed
+	// "video" by ffprobe but one still image, not a video.
+	AttachedPic bool
 }
 
-// Video returns the first video stream.
-func (i *Info) Video() (Stream, bool) { return i.first("video") }
+// Video returns the first video stream that is no attached picture.
+func (i *Info) Video() (Stream, bool) {
+	for _, s := range i.Streams {
+		if s.Type == "video" && !s.AttachedPic {
+			return s, true
+		}
+	}
+	return Stream{}, false
+}
 
 // Audio returns the first audio stream.
 func (i *Info) Audio() (Stream, bool) { return i.first("audio") }
@@ -70,6 +81,9 @@ type probeJSON struct {
 		Duration     string `json:"duration"`
 		SampleRate   string `json:"sample_rate"`
 		Channels     int    `json:"channels"`
+		Disposition  struct {
+			AttachedPic int `json:"attached_pic"`
+		} `json:"disposition"`
 	} `json:"streams"`
 }
 
@@ -105,6 +119,8 @@ func Probe(ctx context.Context, path string) (Info, error) {
 			Frames:     int(number(s.NbFrames)),
 			SampleRate: int(number(s.SampleRate)),
 			Channels:   s.Channels,
+
+			AttachedPic: s.Disposition.AttachedPic != 0,
 		}
 		if st.Duration == 0 {
 			st.Duration = info.Duration
