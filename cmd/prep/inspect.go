@@ -131,7 +131,7 @@ func runInspect(cmd *cobra.Command, target string, f *inspectFlags) error {
 		return nil
 	}
 	local := func(_ context.Context, file string) (string, error) { return filepath.Join(target, file), nil }
-	return rebuild(cmd, m, local, f)
+	return rebuild(cmd, m, target, local, f)
 }
 
 // verifyDir checks every shard of a folder, and the dataset ID, against
@@ -191,7 +191,7 @@ func inspectRemote(cmd *cobra.Command, target string, f *inspectFlags) error {
 		return fmt.Errorf("inspect --rebuild: staging folder: %w (choose another with --staging or PREP_STAGING)", err)
 	}
 	defer os.RemoveAll(dir)
-	return rebuild(cmd, m, stager(&f.io, base, dir), f)
+	return rebuild(cmd, m, base, stager(&f.io, base, dir), f)
 }
 
 // stager downloads shards of the folder base into dir, one at a time:
@@ -231,8 +231,9 @@ func readURI(ctx context.Context, o *cloudsrc.Opener, uri string) ([]byte, error
 }
 
 // rebuild re-converts --rebuild items from the run's inputs and compares
-// them with its shards, which shard opens.
-func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Context, string) (string, error), f *inspectFlags) error {
+// them with its shards, which shard opens; dir is the run's folder (or
+// gs:// prefix), where its input list lies.
+func rebuild(cmd *cobra.Command, m *manifest.Manifest, dir string, shard func(context.Context, string) (string, error), f *inspectFlags) error {
 	ctx, w := cmd.Context(), cmd.OutOrStdout()
 	src := f.src
 	if src == "" {
@@ -259,6 +260,9 @@ func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Contex
 	}
 	res, err := convert.Rebuild(ctx, listing, m, convert.RebuildOptions{
 		Format: format, Handler: handler, Items: f.rebuild, Seed: f.rebuildSeed, Shard: shard,
+		Inputs: func(ctx context.Context) ([]byte, error) {
+			return readURI(ctx, &f.io, strings.TrimSuffix(dir, "/")+"/"+manifest.InputsFileName)
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("inspect --rebuild from %s: %w", src, err)
@@ -272,6 +276,9 @@ func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Contex
 			return err
 		}
 	} else {
+		if res.Rewritten != "" {
+			fmt.Fprintf(w, "note: the inputs were rewritten or copied since the run (%s), with the same names, labels and sizes: the comparison below tells whether their bytes changed\n", res.Rewritten)
+		}
 		for _, mm := range res.Mismatches {
 			fmt.Fprintf(w, "MISMATCH %s %s: %s\n", mm.Shard, mm.Key, mm.Problem)
 		}
