@@ -245,9 +245,10 @@ func TestMergeRefusesTwoRuns(t *testing.T) {
 	}
 }
 
-// TestRebuildSourceChanged: a rebuild from a source whose input list is
-// not the run's says the source changed, naming the input; one whose
-// inputs were only copied (other times) is compared byte for byte.
+// TestRebuildSourceChanged: a rebuild from a source whose inputs were
+// added, removed or renamed says the source changed, naming the input;
+// one whose inputs were copied (other times) or rewritten is compared byte
+// for byte, and the change is named beside the result.
 func TestRebuildSourceChanged(t *testing.T) {
 	ctx := context.Background()
 	src := sourceWithUniqueNames(t)
@@ -268,8 +269,8 @@ func TestRebuildSourceChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Mismatches) != 0 || !strings.Contains(res.Rewritten, "(rewritten)") {
-		t.Errorf("copy: %+v, want no mismatch and a note", res)
+	if len(res.Mismatches) != 0 || !strings.Contains(res.SourceChanged, "(rewritten)") {
+		t.Errorf("copy: %+v, want no mismatch and the change named", res)
 	}
 
 	mustRename(t, filepath.Join(src, "a", "001.png"), filepath.Join(src, "b", "001.png"))

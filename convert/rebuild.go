@@ -51,11 +51,12 @@ type Rebuilt struct {
 	Skipped    int        `json:"skipped"` // items the run skipped that fail again, as they should
 	Shards     int        `json:"shards"`  // shards read
 	Mismatches []Mismatch `json:"mismatches"`
-	// Rewritten says which inputs were rewritten since the run (other
-	// modification times or generations, same names, labels and sizes,
-	// as in a copy of the source): the comparison tells whether their
-	// bytes changed. "" when the input list is the run's.
-	Rewritten string `json:"rewritten,omitempty"`
+	// SourceChanged says how the source's inputs differ from the run's
+	// where they kept their names and labels (rewritten, or copied with
+	// new times): they are compared all the same, and mismatches may come
+	// from them rather than from the shards. "" when the input list is
+	// the run's.
+	SourceChanged string `json:"source_changed,omitempty"`
 }
 
 // Rebuild re-converts opt.Items seeded-random items of the run m
@@ -71,7 +72,7 @@ func Rebuild(ctx context.Context, l *Listing, m *manifest.Manifest, opt RebuildO
 	}
 	// The input list, where the manifest records one, names what changed
 	// better than checkRebuild's counts.
-	rewritten, err := rebuildInputs(ctx, l, m, opt.Inputs)
+	changed, err := rebuildInputs(ctx, l, m, opt.Inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +89,7 @@ func Rebuild(ctx context.Context, l *Listing, m *manifest.Manifest, opt RebuildO
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x72656275696c64)) // "rebuild"
 	positions := pickDistinct(rng, m.Items, opt.Items)
 	lay := newLayout(order, len(l.Entries), m.Copies, m.ItemsPerShard, m.Seed)
-	rb := &rebuild{opt: &opt, l: l, m: m, res: &Rebuilt{Mismatches: []Mismatch{}, Rewritten: rewritten}}
+	rb := &rebuild{opt: &opt, l: l, m: m, res: &Rebuilt{Mismatches: []Mismatch{}, SourceChanged: changed}}
 	for len(positions) > 0 {
 		shard := positions[0] / m.ItemsPerShard
 		n := 1
@@ -128,8 +129,8 @@ func checkRebuild(l *Listing, m *manifest.Manifest) error {
 }
 
 // SourceChanged is Rebuild's error when the source lists other inputs
-// than the run did: the shards were made from other inputs, so comparing
-// bytes would prove nothing.
+// than the run did (added, removed, renamed, relabelled): the shards were
+// made from other inputs, so comparing bytes would prove nothing.
 type SourceChanged struct{ Change string }
 
 func (e *SourceChanged) Error() string {
@@ -137,10 +138,11 @@ func (e *SourceChanged) Error() string {
 		e.Change)
 }
 
-// rebuildInputs compares the source's input list with the run's. Other
-// names, labels, sizes or counts are a changed source (*SourceChanged);
-// other modification times or generations alone are a copy or a rewrite,
-// which the byte comparison settles, and are returned as a note.
+// rebuildInputs compares the source's input list with the run's. Inputs
+// added, removed, renamed or relabelled change the plan: every position
+// would name another input, so that is an error (*SourceChanged). Inputs
+// rewritten or copied (other sizes, times or generations) keep it: they
+// are compared, and how they changed is returned for the report.
 func rebuildInputs(ctx context.Context, l *Listing, m *manifest.Manifest, read func(context.Context) ([]byte, error)) (string, error) {
 	if m.InputsSHA256 == "" { // an older manifest: checkRebuild compared counts
 		return "", nil
@@ -160,7 +162,7 @@ func rebuildInputs(ctx context.Context, l *Listing, m *manifest.Manifest, read f
 	}
 	now := InputList(l)
 	diff := manifest.DiffInputs(prior, now)
-	if manifest.OnlyRewritten(prior, now) {
+	if manifest.SamePlan(prior, now) {
 		return diff, nil
 	}
 	return "", &SourceChanged{diff}

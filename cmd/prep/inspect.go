@@ -276,14 +276,22 @@ func rebuild(cmd *cobra.Command, m *manifest.Manifest, dir string, shard func(co
 			return err
 		}
 	} else {
-		if res.Rewritten != "" {
-			fmt.Fprintf(w, "note: the inputs were rewritten or copied since the run (%s), with the same names, labels and sizes: the comparison below tells whether their bytes changed\n", res.Rewritten)
+		if res.SourceChanged != "" {
+			fmt.Fprintf(w, "the source changed since the run (%s); the inputs kept their names and labels, so they are compared all the same\n", res.SourceChanged)
 		}
 		for _, mm := range res.Mismatches {
 			fmt.Fprintf(w, "MISMATCH %s %s: %s\n", mm.Shard, mm.Key, mm.Problem)
 		}
 		fmt.Fprintf(w, "rebuilt %s from %s (seed %d): %s compared byte for byte with %s, %d skipped as the run skipped them, %d mismatched\n",
 			count(res.Items, "item"), src, f.rebuildSeed, count(res.Samples, "sample"), count(res.Shards, "shard"), res.Skipped, len(res.Mismatches))
+	}
+	if len(res.Mismatches) > 0 && res.SourceChanged != "" {
+		return fmt.Errorf("--rebuild: %s (listed above) between the shards and what the recipe makes from %s: the source changed since the run (%s); rebuild from the inputs the run read (--src) to check the shards themselves",
+			plural(len(res.Mismatches), "mismatch", "mismatches"), src, res.SourceChanged)
+	}
+	if len(res.Mismatches) > 0 && m.InputsSHA256 != "" {
+		return fmt.Errorf("--rebuild: %s (listed above) between the shards and what the recipe makes from %s, whose inputs are the run's (names, labels, sizes and times): the bytes differ, so a shard was damaged (prep inspect --verify) or this prep converts differently",
+			plural(len(res.Mismatches), "mismatch", "mismatches"), src)
 	}
 	if len(res.Mismatches) > 0 {
 		return fmt.Errorf("--rebuild: %s (listed above) between the shards and what the recipe makes from %s: an input changed since the run, or a shard was damaged",

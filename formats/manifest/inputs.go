@@ -160,15 +160,15 @@ func diffInput(was, now Input) string {
 	return ""
 }
 
-// OnlyRewritten reports whether inputs now differ from was only in
-// modification times or generations: the same keys, labels and sizes, as
-// in a copy of the folder or bucket.
-func OnlyRewritten(was, now []Input) bool {
+// SamePlan reports whether inputs now have the keys and labels of was,
+// in the same order: a run's plan would place them as it placed those,
+// whatever their sizes, times or generations.
+func SamePlan(was, now []Input) bool {
 	if len(was) != len(now) {
 		return false
 	}
 	for i := range was {
-		if was[i].Key != now[i].Key || was[i].Label != now[i].Label || was[i].Size != now[i].Size {
+		if was[i].Key != now[i].Key || was[i].Label != now[i].Label {
 			return false
 		}
 	}
