@@ -6,12 +6,27 @@ package cloudsrc
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // Object is one listed input.
 type Object struct {
 	Key  string // path relative to the source root, '/'-separated
 	Size int64
+	// ModTime (a local file's modification time) or Generation (a Cloud
+	// Storage object's, which changes whenever the object is rewritten)
+	// tell a rewritten input from the one listed before; zero where the
+	// listing gives none. A run records them to tell whether it is
+	// resumed on the same inputs.
+	ModTime    time.Time
+	Generation int64
+}
+
+// Stater is implemented by Sources that can describe one object without
+// listing them all (a local folder): the entries of an input list get
+// their size and modification time from it.
+type Stater interface {
+	Stat(ctx context.Context, key string) (Object, error)
 }
 
 // Source lists and opens the objects under one root.

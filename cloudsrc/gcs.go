@@ -163,7 +163,7 @@ func (g *GCS) List(ctx context.Context) ([]Object, error) {
 				return
 			}
 		}
-		objs = append(objs, Object{Key: key, Size: a.Size})
+		objs = append(objs, Object{Key: key, Size: a.Size, Generation: a.Generation})
 	})
 	if err != nil {
 		return nil, err
@@ -178,7 +178,7 @@ func (g *GCS) List(ctx context.Context) ([]Object, error) {
 func (g *GCS) list(ctx context.Context, prefix, delim string, fn func(*storage.ObjectAttrs)) error {
 	uri := "gs://" + g.name + "/" + strings.TrimSuffix(prefix, "/")
 	q := &storage.Query{Prefix: prefix, Delimiter: delim}
-	if err := q.SetAttrSelection([]string{"Name", "Size", "CRC32C"}); err != nil {
+	if err := q.SetAttrSelection([]string{"Name", "Size", "CRC32C", "Generation"}); err != nil {
 		return err
 	}
 	bo := g.o.backoff()

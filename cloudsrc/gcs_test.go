@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"github.com/googleapis/gax-go/v2"
 
 	"github.com/prep-dev/prep/cloudsrc"
@@ -87,9 +88,57 @@ func TestGCSList(t *testing.T) {
 				if o.Size != int64(len(want)) {
 					t.Errorf("%s: size %d, want %d", o.Key, o.Size, len(want))
 				}
+				if o.Generation == 0 {
+					t.Errorf("%s: no generation listed", o.Key)
+				}
 			}
 			if !reflect.DeepEqual(keys, tt.keys) {
 				t.Errorf("keys %q, want %q", keys, tt.keys)
+			}
+		})
+	}
+}
+
+// TestGCSListGeneration: an object rewritten with the same size lists
+// with another generation, and a local file rewritten so with another
+// modification time: that is how a run tells it from the one it read.
+func TestGCSListGeneration(t *testing.T) {
+	srv := gcstest.NewServer(t, inputs...)
+	ctx := context.Background()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "cat"), 0o755)
+	os.WriteFile(filepath.Join(dir, "cat", "1.jpg"), data(1, 1000), 0o644)
+	tests := []struct {
+		uri     string
+		rewrite func()
+	}{
+		{"gs://data/raw/cat", func() {
+			srv.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "data", Name: "raw/cat/1.jpg"}, Content: data(9, 1000)})
+		}},
+		{dir + "/cat", func() {
+			os.WriteFile(filepath.Join(dir, "cat", "1.jpg"), data(9, 1000), 0o644)
+			later := time.Now().Add(time.Hour)
+			os.Chtimes(filepath.Join(dir, "cat", "1.jpg"), later, later)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.uri, func(t *testing.T) {
+			list := func() cloudsrc.Object {
+				src, err := fastOpener("").OpenSource(ctx, tt.uri)
+				if err != nil {
+					t.Fatal(err)
+				}
+				objs, err := src.List(ctx)
+				if err != nil || len(objs) == 0 || objs[0].Key != "1.jpg" {
+					t.Fatalf("list %s: %v, %v", tt.uri, objs, err)
+				}
+				return objs[0]
+			}
+			was := list()
+			tt.rewrite()
+			now := list()
+			if now.Size != was.Size || now.Generation == was.Generation && now.ModTime.Equal(was.ModTime) {
+				t.Errorf("rewritten: listed %+v, then %+v: want the same size, another generation or time", was, now)
 			}
 		})
 	}

@@ -71,7 +71,7 @@ func (d Dir) walk(ctx context.Context, dir, rel string, parents []fs.FileInfo, o
 				return err
 			}
 		case fi.Mode().IsRegular():
-			*objs = append(*objs, Object{Key: key, Size: fi.Size()})
+			*objs = append(*objs, Object{Key: key, Size: fi.Size(), ModTime: fi.ModTime()})
 		}
 	}
 	return nil
@@ -107,6 +107,15 @@ func (d Dir) Open(_ context.Context, key string) (io.ReadCloser, error) {
 		}
 	}
 	return f, err
+}
+
+// Stat describes the file behind key, following links.
+func (d Dir) Stat(_ context.Context, key string) (Object, error) {
+	fi, err := os.Stat(d.LocalPath(key))
+	if err != nil {
+		return Object{}, err
+	}
+	return Object{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
 // URI returns the file's path.

@@ -269,7 +269,7 @@ func globSource(pattern string) (Source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("source %s: %w", pattern, err)
 		}
-		f.objs = append(f.objs, Object{Key: filepath.ToSlash(rel), Size: fi.Size()})
+		f.objs = append(f.objs, Object{Key: filepath.ToSlash(rel), Size: fi.Size(), ModTime: fi.ModTime()})
 	}
 	if len(f.objs) == 0 {
 		return nil, fmt.Errorf("source %s matches no files: check the pattern", pattern)

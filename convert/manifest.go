@@ -19,6 +19,8 @@ func (r *run) header() *manifest.Manifest {
 		Copies:        r.opt.Copies,
 		Order:         string(r.opt.Order),
 		Source:        formats.Name(r.opt.Source),
+		Inputs:        r.inputs,
+		InputsSHA256:  r.inputsSum,
 		Options:       r.opt.Options,
 		Classes:       r.l.Classes,
 		Items:         r.items,

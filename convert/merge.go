@@ -32,8 +32,9 @@ func Merge(parts []*manifest.Manifest) (*manifest.Manifest, error) {
 		if p.Task == nil {
 			return nil, fmt.Errorf("part without task information among task parts")
 		}
-		if diff := sameRun(p, &base); diff != "" {
-			return nil, fmt.Errorf("task %d ran with other settings than task %d: %s", p.Task.Index, base.Task.Index, diff)
+		if diff := sameRun(&base, p); diff != "" {
+			return nil, fmt.Errorf("the parts of task %d and task %d are of two different runs (from task %d to task %d: %s): rerun the tasks of the wrong one with the same SRC and settings as the others and --overwrite, then merge",
+				base.Task.Index, p.Task.Index, base.Task.Index, p.Task.Index, diff)
 		}
 		if p.Task.Count != count || p.ShardCount != base.ShardCount {
 			return nil, fmt.Errorf("task %d planned %d tasks / %d shards, task %d %d / %d", p.Task.Index, p.Task.Count, p.ShardCount, base.Task.Index, count, base.ShardCount)

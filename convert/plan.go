@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/formats"
@@ -26,6 +27,10 @@ type Entry struct {
 	Label int64
 	Src   cloudsrc.Source // opens Key
 	Size  int64           // bytes as listed; 0 when the listing gives none (input lists)
+	// ModTime or Generation, as listed (cloudsrc.Object), identify this
+	// version of the input in the run's input list (inputRecords).
+	ModTime    time.Time
+	Generation int64
 }
 
 // Listing is the sorted input of a run.
@@ -71,7 +76,7 @@ func ListSource(ctx context.Context, src cloudsrc.Source, handled func(key strin
 			l.Ignored = append(l.Ignored, manifest.Skipped{Key: o.Key, Reason: fmt.Sprintf("unsupported file type %q", ext(o.Key))})
 			continue
 		}
-		l.Entries = append(l.Entries, Entry{Key: o.Key, Label: formats.NoLabel, Src: src, Size: o.Size})
+		l.Entries = append(l.Entries, Entry{Key: o.Key, Label: formats.NoLabel, Src: src, Size: o.Size, ModTime: o.ModTime, Generation: o.Generation})
 	}
 	slices.SortFunc(l.Entries, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
 	if !slices.ContainsFunc(l.Entries, func(e Entry) bool { return strings.Contains(e.Key, "/") }) {
@@ -302,7 +307,18 @@ func ParseInputList(name string, data []byte, open func(uri string) (cloudsrc.So
 		default:
 			label = index[r.label]
 		}
-		l.Entries = append(l.Entries, Entry{Key: key, Label: label, Src: src})
+		e := Entry{Key: key, Label: label, Src: src}
+		// A local file's size and time identify it in the run's input
+		// list; a missing one is left for the run to report as it opens
+		// it. A gs:// entry is not asked for: one request per object
+		// would cost more than the run's listing, so it is known by its
+		// path and label alone.
+		if st, ok := src.(cloudsrc.Stater); ok {
+			if o, err := st.Stat(context.Background(), key); err == nil {
+				e.Size, e.ModTime = o.Size, o.ModTime
+			}
+		}
+		l.Entries = append(l.Entries, e)
 	}
 	sort.Slice(l.Entries, func(i, j int) bool { return l.Entries[i].Key < l.Entries[j].Key })
 	return l, nil

@@ -30,6 +30,10 @@ type RebuildOptions struct {
 	// before it asks for the next.
 	Shard   func(ctx context.Context, file string) (string, error)
 	TempDir string // where rebuilt samples are written; "" = os.TempDir()
+	// Inputs reads the run's input list (manifest.InputsFileName), to
+	// name the inputs that changed when the source's list is not the
+	// manifest's; nil or an error: only the count and hash are compared.
+	Inputs func(ctx context.Context) ([]byte, error)
 }
 
 // Mismatch is a difference between a shard and what the recipe makes now
@@ -47,6 +51,12 @@ type Rebuilt struct {
 	Skipped    int        `json:"skipped"` // items the run skipped that fail again, as they should
 	Shards     int        `json:"shards"`  // shards read
 	Mismatches []Mismatch `json:"mismatches"`
+	// SourceChanged says how the source's inputs differ from the run's
+	// where they kept their names and labels (rewritten, or copied with
+	// new times): they are compared all the same, and mismatches may come
+	// from them rather than from the shards. "" when the input list is
+	// the run's.
+	SourceChanged string `json:"source_changed,omitempty"`
 }
 
 // Rebuild re-converts opt.Items seeded-random items of the run m
@@ -57,6 +67,15 @@ type Rebuilt struct {
 // changed input, a damaged shard, another decoder. An error means the
 // comparison could not be made (a changed listing, an unreadable shard).
 func Rebuild(ctx context.Context, l *Listing, m *manifest.Manifest, opt RebuildOptions) (*Rebuilt, error) {
+	if m.Task != nil {
+		return nil, errTaskPart
+	}
+	// The input list, where the manifest records one, names what changed
+	// better than checkRebuild's counts.
+	changed, err := rebuildInputs(ctx, l, m, opt.Inputs)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkRebuild(l, m); err != nil {
 		return nil, err
 	}
@@ -70,7 +89,7 @@ func Rebuild(ctx context.Context, l *Listing, m *manifest.Manifest, opt RebuildO
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x72656275696c64)) // "rebuild"
 	positions := pickDistinct(rng, m.Items, opt.Items)
 	lay := newLayout(order, len(l.Entries), m.Copies, m.ItemsPerShard, m.Seed)
-	rb := &rebuild{opt: &opt, l: l, m: m, res: &Rebuilt{Mismatches: []Mismatch{}}}
+	rb := &rebuild{opt: &opt, l: l, m: m, res: &Rebuilt{Mismatches: []Mismatch{}, SourceChanged: changed}}
 	for len(positions) > 0 {
 		shard := positions[0] / m.ItemsPerShard
 		n := 1
@@ -90,12 +109,14 @@ func Rebuild(ctx context.Context, l *Listing, m *manifest.Manifest, opt RebuildO
 	return rb.res, nil
 }
 
+var errTaskPart = errors.New("the manifest is one task's part: rebuild from the merged manifest.json (prep merge-manifest)")
+
 // checkRebuild refuses a listing whose plan is not the run's: positions
 // would then name other inputs, and every comparison would fail.
 func checkRebuild(l *Listing, m *manifest.Manifest) error {
 	switch {
 	case m.Task != nil:
-		return errors.New("the manifest is one task's part: rebuild from the merged manifest.json (prep merge-manifest)")
+		return errTaskPart
 	case m.ItemsPerShard <= 0 || m.Copies <= 0:
 		return fmt.Errorf("the manifest plans %d items per shard and %d copies: it is damaged", m.ItemsPerShard, m.Copies)
 	case len(l.Entries)*m.Copies != m.Items:
@@ -105,6 +126,46 @@ func checkRebuild(l *Listing, m *manifest.Manifest) error {
 		return errors.New("the source's classes differ from the run's: class folders were added, removed or renamed since it ran")
 	}
 	return nil
+}
+
+// SourceChanged is Rebuild's error when the source lists other inputs
+// than the run did (added, removed, renamed, relabelled): the shards were
+// made from other inputs, so comparing bytes would prove nothing.
+type SourceChanged struct{ Change string }
+
+func (e *SourceChanged) Error() string {
+	return fmt.Sprintf("the source changed since the run (%s): the shards were made from other inputs, so their bytes cannot be checked against these; pass --src with the inputs the run read, or convert again",
+		e.Change)
+}
+
+// rebuildInputs compares the source's input list with the run's. Inputs
+// added, removed, renamed or relabelled change the plan: every position
+// would name another input, so that is an error (*SourceChanged). Inputs
+// rewritten or copied (other sizes, times or generations) keep it: they
+// are compared, and how they changed is returned for the report.
+func rebuildInputs(ctx context.Context, l *Listing, m *manifest.Manifest, read func(context.Context) ([]byte, error)) (string, error) {
+	if m.InputsSHA256 == "" { // an older manifest: checkRebuild compared counts
+		return "", nil
+	}
+	var prior []manifest.Input
+	if read != nil {
+		if data, err := read(ctx); err == nil {
+			prior = PriorInputs(data, m)
+		}
+	}
+	n, sum := InputsSum(l)
+	if n == m.Inputs && sum == m.InputsSHA256 {
+		return "", nil
+	}
+	if prior == nil {
+		return "", &SourceChanged{inputsSumDiff(m.Inputs, m.InputsSHA256, n, sum) + "; " + manifest.InputsFileName + " beside the manifest, which would name them, is missing or not the run's"}
+	}
+	now := InputList(l)
+	diff := manifest.DiffInputs(prior, now)
+	if manifest.SamePlan(prior, now) {
+		return diff, nil
+	}
+	return "", &SourceChanged{diff}
 }
 
 type rebuild struct {

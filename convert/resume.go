@@ -20,7 +20,14 @@ func (r *run) resume(ctx context.Context, prior *manifest.Manifest) error {
 	}
 	want := r.header()
 	if diff := sameRun(prior, want); diff != "" {
-		return fmt.Errorf("--resume: the earlier run in %s differs (%s): rerun with its settings, or use --overwrite", r.opt.Sink.URI(), diff)
+		if sameSource(string(prior.Source), string(want.Source)) && (prior.Inputs != want.Inputs || prior.InputsSHA256 != want.InputsSHA256) {
+			// Name the inputs that changed, from the list the earlier
+			// run left beside its manifest.
+			data, _ := r.opt.Sink.ReadFile(ctx, manifest.InputsFileName)
+			diff = inputsChange(prior, PriorInputs(data, prior), r.l)
+		}
+		return fmt.Errorf("--resume: the earlier run in %s differs (%s): its shards are not this run's; rerun with its SRC and settings, or pass --overwrite to start again",
+			r.opt.Sink.URI(), diff)
 	}
 	present, err := r.destFiles(ctx)
 	if err != nil {
@@ -94,6 +101,10 @@ func sameRun(a, b *manifest.Manifest) string {
 		return fmt.Sprintf("copies %d, now %d", a.Copies, b.Copies)
 	case a.Order != b.Order:
 		return fmt.Sprintf("order %s, now %s", a.Order, b.Order)
+	case !sameSource(string(a.Source), string(b.Source)):
+		return fmt.Sprintf("source %s, now %s", a.Source, b.Source)
+	case a.Inputs != b.Inputs || a.InputsSHA256 != b.InputsSHA256:
+		return inputsSumDiff(a.Inputs, a.InputsSHA256, b.Inputs, b.InputsSHA256)
 	case a.Items != b.Items:
 		return fmt.Sprintf("%d items, now %d: the inputs changed", a.Items, b.Items)
 	case a.ItemsPerShard != b.ItemsPerShard:

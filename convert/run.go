@@ -150,6 +150,7 @@ func Run(ctx context.Context, l *Listing, opt Options) (*manifest.Manifest, *Sum
 		return nil, nil, fmt.Errorf("%d inputs: split them into runs of at most %d", len(l.Entries), math.MaxInt32)
 	}
 	r := &run{opt: opt, l: l, items: len(l.Entries) * opt.Copies}
+	r.inputs, r.inputsSum = InputsSum(l)
 	unlock, err := lock(ctx, opt.Sink, LockName(opt.TaskIndex, opt.TaskCount))
 	if err != nil {
 		return nil, nil, err
@@ -163,6 +164,9 @@ func Run(ctx context.Context, l *Listing, opt Options) (*manifest.Manifest, *Sum
 		return nil, nil, err
 	}
 	if err := r.resume(ctx, prior); err != nil {
+		return nil, nil, err
+	}
+	if err := r.publishInputs(ctx); err != nil {
 		return nil, nil, err
 	}
 	r.keepProbed()
@@ -233,4 +237,7 @@ type run struct {
 
 	held      atomic.Int64 // bytes of Emitters' samples in memory (MemoryBudget)
 	scratched atomic.Int64 // bytes that went through a scratch file instead
+
+	inputs    int    // inputs listed, and
+	inputsSum string // the SHA-256 of their list (manifest.InputsSHA256)
 }

@@ -300,9 +300,10 @@ func isDigits(s string) bool {
 
 // IsPrepFile reports whether base is the final name of a file prep
 // writes: a shard ("shard-000012.h5"), the manifest, a task's manifest
-// part ("manifest-task-00003.json") or a progress file
-// (".prep-progress.json", ".prep-progress-task-00003.json"). Anything
-// else, even a "shard-notes.txt", is the user's.
+// part ("manifest-task-00003.json"), a progress file
+// (".prep-progress.json", ".prep-progress-task-00003.json") or the list
+// of a run's inputs ("inputs.jsonl.gz"). Anything else, even a
+// "shard-notes.txt", is the user's.
 func IsPrepFile(base string) bool {
 	if ext, ok := numbered(base, "shard-", 6); ok {
 		return len(ext) > 1 && ext[0] == '.' && !strings.Contains(ext[1:], ".")
@@ -313,7 +314,7 @@ func IsPrepFile(base string) bool {
 	if rest, ok := numbered(base, ".prep-progress-task-", 5); ok {
 		return rest == ".json"
 	}
-	return base == "manifest.json" || base == ".prep-progress.json"
+	return base == "manifest.json" || base == ".prep-progress.json" || base == "inputs.jsonl.gz"
 }
 
 // numbered reports whether name is prefix followed by at least digits

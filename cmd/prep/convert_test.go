@@ -410,8 +410,8 @@ func TestSIGINTThenResume(t *testing.T) {
 		t.Fatalf("clean run exit %d: %s", code, stderr)
 	}
 	want := readDir(t, clean)
-	if len(want) != 17 {
-		t.Fatalf("clean run wrote %d files, want 16 shards and the manifest", len(want))
+	if len(want) != 18 {
+		t.Fatalf("clean run wrote %d files, want 16 shards, the manifest and the input list", len(want))
 	}
 	direct := srv.URL
 	hold := &gcstest.Proxy{StallPath: last, Stall: time.Hour}
@@ -509,8 +509,8 @@ func TestWorkersDoNotChangeOutput(t *testing.T) {
 		}
 		runs = append(runs, readDir(t, dst))
 	}
-	if len(runs[0]) != 6 {
-		t.Fatalf("expected 5 shards + manifest, got %d files", len(runs[0]))
+	if len(runs[0]) != 7 {
+		t.Fatalf("expected 5 shards + manifest + input list, got %d files", len(runs[0]))
 	}
 	for name, data := range runs[0] {
 		if !bytes.Equal(data, runs[1][name]) {

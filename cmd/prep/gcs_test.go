@@ -23,6 +23,7 @@ import (
 
 	"github.com/prep-dev/prep/bench"
 	"github.com/prep-dev/prep/cloudsrc/gcstest"
+	"github.com/prep-dev/prep/formats/manifest"
 )
 
 // seedPhotos uploads testdata/images as gs://raw/photos/<class>/<file>.
@@ -90,9 +91,20 @@ func sameSet(t *testing.T, what string, got, want map[string][]byte) {
 	for k, v := range want {
 		g := got[k]
 		if k == "manifest.json" {
-			// The manifest records where the inputs were: the runs
-			// compared read the same files from different places.
+			// The manifest records where the inputs were and what
+			// identifies them (local times, Cloud Storage generations):
+			// the runs compared read the same files from different places.
 			g, v = sourceLine.ReplaceAll(g, nil), sourceLine.ReplaceAll(v, nil)
+			g, v = inputsSumLine.ReplaceAll(g, nil), inputsSumLine.ReplaceAll(v, nil)
+		}
+		if k == manifest.InputsFileName {
+			// The same inputs by key and label, in the same order.
+			gi, _, gerr := manifest.ReadInputs(g)
+			wi, _, werr := manifest.ReadInputs(v)
+			if gerr != nil || werr != nil || !manifest.SamePlan(wi, gi) {
+				t.Errorf("%s: %s lists other inputs (%v, %v): %v, want %v", what, k, gerr, werr, gi, wi)
+			}
+			continue
 		}
 		if !bytes.Equal(g, v) {
 			t.Errorf("%s: %s differs", what, k)
@@ -102,6 +114,9 @@ func sameSet(t *testing.T, what string, got, want map[string][]byte) {
 
 // sourceLine is the manifest's source field, as Marshal writes it.
 var sourceLine = regexp.MustCompile(`(?m)^  "source": ".*",\n`)
+
+// inputsSumLine is the manifest's inputs_sha256 field.
+var inputsSumLine = regexp.MustCompile(`(?m)^  "inputs_sha256": ".*",\n`)
 
 // photoServer starts fake-gcs-server with the test photos under
 // gs://raw/photos and an empty bucket "out", and returns it with a client

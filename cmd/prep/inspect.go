@@ -134,7 +134,7 @@ func runInspect(cmd *cobra.Command, target string, f *inspectFlags) error {
 		return nil
 	}
 	local := func(_ context.Context, file string) (string, error) { return filepath.Join(target, file), nil }
-	return rebuild(cmd, m, local, f)
+	return rebuild(cmd, m, target, local, f)
 }
 
 // verifyDir checks every shard of a folder, and the dataset ID, against
@@ -194,7 +194,7 @@ func inspectRemote(cmd *cobra.Command, target string, f *inspectFlags) error {
 		return fmt.Errorf("inspect --rebuild: staging folder: %w (choose another with --staging or PREP_STAGING)", err)
 	}
 	defer os.RemoveAll(dir)
-	return rebuild(cmd, m, stager(&f.io, base, dir), f)
+	return rebuild(cmd, m, base, stager(&f.io, base, dir), f)
 }
 
 // stager downloads shards of the folder base into dir, one at a time:
@@ -234,8 +234,9 @@ func readURI(ctx context.Context, o *cloudsrc.Opener, uri string) ([]byte, error
 }
 
 // rebuild re-converts --rebuild items from the run's inputs and compares
-// them with its shards, which shard opens.
-func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Context, string) (string, error), f *inspectFlags) error {
+// them with its shards, which shard opens; dir is the run's folder (or
+// gs:// prefix), where its input list lies.
+func rebuild(cmd *cobra.Command, m *manifest.Manifest, dir string, shard func(context.Context, string) (string, error), f *inspectFlags) error {
 	ctx, w := cmd.Context(), cmd.OutOrStdout()
 	src := f.src
 	if src == "" {
@@ -266,6 +267,9 @@ func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Contex
 	}
 	res, err := convert.Rebuild(ctx, listing, m, convert.RebuildOptions{
 		Format: format, Handler: handler, Items: f.rebuild, Seed: f.rebuildSeed, Shard: shard,
+		Inputs: func(ctx context.Context) ([]byte, error) {
+			return readURI(ctx, &f.io, strings.TrimSuffix(dir, "/")+"/"+manifest.InputsFileName)
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("inspect --rebuild from %s: %w", src, err)
@@ -279,11 +283,22 @@ func rebuild(cmd *cobra.Command, m *manifest.Manifest, shard func(context.Contex
 			return err
 		}
 	} else {
+		if res.SourceChanged != "" {
+			fmt.Fprintf(w, "the source changed since the run (%s); the inputs kept their names and labels, so they are compared all the same\n", res.SourceChanged)
+		}
 		for _, mm := range res.Mismatches {
 			fmt.Fprintf(w, "MISMATCH %s %s: %s\n", mm.Shard, mm.Key, mm.Problem)
 		}
 		fmt.Fprintf(w, "rebuilt %s from %s (seed %d): %s compared byte for byte with %s, %d skipped as the run skipped them, %d mismatched\n",
 			count(res.Items, "item"), src, f.rebuildSeed, count(res.Samples, "sample"), count(res.Shards, "shard"), res.Skipped, len(res.Mismatches))
+	}
+	if len(res.Mismatches) > 0 && res.SourceChanged != "" {
+		return fmt.Errorf("--rebuild: %s (listed above) between the shards and what the recipe makes from %s: the source changed since the run (%s); rebuild from the inputs the run read (--src) to check the shards themselves",
+			plural(len(res.Mismatches), "mismatch", "mismatches"), src, res.SourceChanged)
+	}
+	if len(res.Mismatches) > 0 && m.InputsSHA256 != "" {
+		return fmt.Errorf("--rebuild: %s (listed above) between the shards and what the recipe makes from %s, whose inputs are the run's (names, labels, sizes and times): the bytes differ, so a shard was damaged (prep inspect --verify) or this prep converts differently",
+			plural(len(res.Mismatches), "mismatch", "mismatches"), src)
 	}
 	if len(res.Mismatches) > 0 {
 		return fmt.Errorf("--rebuild: %s (listed above) between the shards and what the recipe makes from %s: an input changed since the run, or a shard was damaged",

@@ -29,6 +29,10 @@ const FormatVersion = 2
 
 // Manifest describes a finished conversion. It holds nothing that depends
 // on timing or scheduling, so equal runs write equal bytes.
+//
+// Inputs and InputsSHA256 identify the run's input list (InputsFileName):
+// how many inputs (before copies), and the SHA-256 of its canonical text.
+// Resume and merge compare them; older manifests have neither.
 type Manifest struct {
 	FormatVersion int               `json:"format_version"`
 	DatasetID     string            `json:"dataset_id,omitempty"` // DatasetID of the whole run; absent in task parts, progress files and older manifests
@@ -38,7 +42,9 @@ type Manifest struct {
 	Seed          uint64            `json:"seed"`
 	Copies        int               `json:"copies"`
 	Order         string            `json:"order"`            // "shuffle" or "sorted": how items are laid out (docs/FORMAT.md)
-	Source        formats.Name      `json:"source,omitempty"` // SRC as convert was given it, local paths made absolute; informative
+	Source        formats.Name      `json:"source,omitempty"` // SRC as convert was given it, local paths made absolute; resume and merge compare it
+	Inputs        int               `json:"inputs,omitempty"`
+	InputsSHA256  string            `json:"inputs_sha256,omitempty"`
 	Options       map[string]string `json:"options,omitempty"`
 	Classes       formats.Names     `json:"classes,omitempty"`
 	Items         int               `json:"items"`           // inputs × copies in the whole plan
