@@ -98,7 +98,7 @@ func TestBenchReadErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"bench-read", t.TempDir()}, exitFailure, "run prep convert first"},
-		{[]string{"bench-read", filepath.Join(t.TempDir(), "missing")}, exitFailure, "no such file"},
+		{[]string{"bench-read", filepath.Join(t.TempDir(), "missing")}, exitFailure, "no such folder or file: give the folder prep convert wrote"},
 		{[]string{"bench-read", ".", "--via", "mmap"}, exitUsage, `--via "mmap"`},
 		{[]string{"bench-read", ".", "--readers", "0"}, exitUsage, "--readers 0"},
 		{[]string{"bench-read"}, exitUsage, "bench-read takes SHARD|DIR, got 0"},

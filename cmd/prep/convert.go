@@ -444,6 +444,8 @@ func (f *convertFlags) check() (checkedFlags, error) {
 		return c, usagef("--split-axis %d: want -1 (a file is a sample) or 0 (rows are samples)", f.splitAxis)
 	}
 	switch f.labels.Layout {
+	case "":
+		f.labels.Layout = convert.LayoutAuto // flags parsed without their defaults (deploy's checks)
 	case convert.LayoutAuto, convert.LayoutImageFolder, convert.LayoutFlat:
 	default:
 		return c, usagef("--layout %q: want auto, imagefolder or flat", f.labels.Layout)
