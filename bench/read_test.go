@@ -247,7 +247,7 @@ func TestFindErrors(t *testing.T) {
 	if err := manifest.Write(dir, m); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Find(dir, shardFormats); err == nil || !strings.Contains(err.Error(), "past the file's end") {
+	if _, err := Find(dir, shardFormats); err == nil || !strings.Contains(err.Error(), "lies outside the") {
 		t.Errorf("bad offset: %v", err)
 	}
 }
