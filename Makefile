@@ -60,6 +60,7 @@ vet:
 test: deps vet build
 	@mkdir -p out && : > out/test-skips
 	PREP_TEST_SKIPS=$(CURDIR)/out/test-skips $(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -tags noprepentropy ./formats/imgdec/
 	PREP_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 	GO=$(GO) scripts/fuzz.sh $(FUZZTIME_TEST)
 	$(MAKE) --no-print-directory cross

@@ -63,6 +63,11 @@ type fastPath struct{ name, what string }
 
 func (f fastPaths) lines() []fastPath {
 	jpeg, png, flac := "libjpeg-turbo, with DCT scaling (cgo)", "libpng (cgo)", "libFLAC (cgo)"
+	if own, why := imgdec.OwnEntropy(); own {
+		jpeg += "; prep's entropy decoders"
+	} else if f.decoders {
+		jpeg += "; prep's entropy decoders " + why
+	}
 	if !f.decoders {
 		jpeg = "image/jpeg, full size only: built without cgo (rebuild: make install)"
 		png = "image/png: built without cgo (rebuild: make install)"

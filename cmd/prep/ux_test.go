@@ -95,7 +95,7 @@ func checkVersion(t *testing.T, out, wantSIMD string) {
 		t.Errorf("simd line %q, want it to start %q", lines[1], wantSIMD)
 	}
 	// Every build that runs convert has cgo: formats/hdf5 needs it.
-	for i, want := range []string{"jpeg:  libjpeg-turbo, with DCT scaling (cgo)", "png:   libpng (cgo)", "flac:  libFLAC (cgo)"} {
+	for i, want := range []string{"jpeg:  libjpeg-turbo, with DCT scaling (cgo); prep's entropy decoders", "png:   libpng (cgo)", "flac:  libFLAC (cgo)"} {
 		if lines[2+i] != want {
 			t.Errorf("line %d = %q, want %q", 3+i, lines[2+i], want)
 		}

@@ -17,8 +17,8 @@
 // Written from ITU T.81 Annex G and libjpeg's documented module interface
 // (structure.txt): start_pass, decode_mcu, insufficient_data.
 
-#define JPEG_INTERNALS
-#include <jpegint.h>
+// jpegint.h comes through turbo.go's preamble (JPEG_INTERNALS before
+// jpeglib.h), which includes this file only where its layout is tested.
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>

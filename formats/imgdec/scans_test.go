@@ -46,6 +46,14 @@ func TestDropACScans(t *testing.T) {
 			data := readFile(t, f)
 			var ids componentIDs
 			s, n, ok := dcScans(data, &ids)
+			if own, _ := OwnEntropy(); !own && strings.HasPrefix(filepath.Base(f), "restart") {
+				// libjpeg's own decoder would warn at the missing
+				// restart markers: such files are decoded whole.
+				if ok {
+					t.Error("AC scans of a JPEG with restart markers dropped without prep's entropy decoders")
+				}
+				return
+			}
 			if !ok {
 				t.Fatal("no AC scans dropped")
 			}

@@ -10,10 +10,47 @@ package imgdec
 #include <stdlib.h>
 #include <string.h>
 #include <setjmp.h>
+// prep's own entropy decoders (phuff.h, shuff.h) reach into libjpeg-turbo
+// through jpegint.h, which upstream never installs (Debian does) and whose
+// structs change between versions (3.0 moved coef_arrays). They are built
+// only where the header is there and the version is one whose layout the
+// tests cover, and not under the noprepentropy build tag; elsewhere
+// libjpeg-turbo decodes on its own, with the same pixels, a little slower.
+// JPEG_INTERNALS must come before any libjpeg header: jpeglib.h lays out
+// its structs by it.
+#if !defined(PREP_NO_ENTROPY) && defined(__has_include)
+#if __has_include(<jpegint.h>)
+#define JPEG_INTERNALS
+#define PREP_HAVE_JPEGINT 1
+#endif
+#endif
 #include <jpeglib.h>
 #include <jerror.h>
+#if defined(PREP_HAVE_JPEGINT) && defined(LIBJPEG_TURBO_VERSION_NUMBER) && \
+	LIBJPEG_TURBO_VERSION_NUMBER >= 2001000 && LIBJPEG_TURBO_VERSION_NUMBER < 2002000
+#define PREP_ENTROPY 1
 #include "phuff.h"
 #include "shuff.h"
+#else
+#define PREP_ENTROPY 0
+static unsigned long prep_phuff_count(void) { return 0; }
+static unsigned long prep_seq_count(void) { return 0; }
+static int prep_set_pdep(int on) { (void)on; return 0; }
+static int prep_fast_pdep(void) { return 0; }
+#endif
+
+// prep_entropy_why says which entropy decoders this build runs.
+static const char *prep_entropy_why(void) {
+#if PREP_ENTROPY
+	return "";
+#elif defined(PREP_NO_ENTROPY)
+	return "off (noprepentropy build tag)";
+#elif !defined(PREP_HAVE_JPEGINT)
+	return "off (no jpegint.h: this libjpeg-turbo does not install it)";
+#else
+	return "off (a libjpeg-turbo whose internal layout prep's tests do not cover: 2.1.x only)";
+#endif
+}
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -137,7 +174,9 @@ static int prep_dc_only(const unsigned char *data, unsigned long size, int num, 
 	jpeg_mem_src(&d, data, size);
 	jpeg_read_header(&d, TRUE);
 	int n = 0;
-	if (d.progressive_mode) {
+	// libjpeg's own decoder warns at a dropped scan's missing restart
+	// markers; prep's (phuff.h) expects them gone.
+	if (d.progressive_mode && (PREP_ENTROPY || d.restart_interval == 0)) {
 		d.scale_num = num;
 		d.scale_denom = 8;
 		jpeg_calc_output_dimensions(&d);
@@ -151,6 +190,7 @@ static int prep_dc_only(const unsigned char *data, unsigned long size, int num, 
 	return n;
 }
 
+#if PREP_ENTROPY
 // prep_progress installs prep's entropy decoder (phuff.h, shuff.h) into a
 // JPEG of several scans at the one point libjpeg's API offers between
 // choosing its modules and reading the first scan's data: the progress
@@ -191,6 +231,8 @@ static void prep_progress_monitor(j_common_ptr c) {
 	}
 	p->called = 1;
 }
+
+#endif
 
 // prep_decode decodes a JPEG scaled by num/8 straight into RGBA rows of
 // stride bytes in out, which must hold exactly want_w × want_h pixels.
@@ -238,6 +280,7 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num, i
 	d.scale_num = num;
 	d.scale_denom = 8;
 	d.dct_method = JDCT_ISLOW; // exact and deterministic; Pillow's default too
+#if PREP_ENTROPY
 	struct prep_progress progress;
 	memset(&progress, 0, sizeof progress);
 	progress.pub.progress_monitor = prep_progress_monitor;
@@ -248,6 +291,10 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num, i
 	if (own && !d.inputctl->has_multiple_scans) {
 		prep_install(&d);
 	}
+#else
+	(void)own;
+	jpeg_start_decompress(&d);
+#endif
 	if ((int)d.output_width != want_w || (int)d.output_height != want_h) {
 		snprintf(msg, msglen, "libjpeg output %ux%u, expected %dx%d",
 			d.output_width, d.output_height, want_w, want_h);
@@ -262,9 +309,11 @@ static int prep_decode(const unsigned char *data, unsigned long size, int num, i
 		}
 		jpeg_read_scanlines(&d, rows, n);
 	}
+#if PREP_ENTROPY
 	if (e.own_active) {
 		prep_entropy_finish(&d);
 	}
+#endif
 	jpeg_finish_decompress(&d);
 	jpeg_destroy_decompress(&d);
 	return ok;
@@ -442,6 +491,13 @@ func decodeTurboWith(data []byte, cfg image.Config, num int, dropScans, own bool
 	}
 	Release(img)
 	return nil, 8, "", fmt.Errorf("corrupt JPEG: libjpeg-turbo: %s", C.GoString(&msg[0]))
+}
+
+// OwnEntropy reports whether this build decodes JPEG scans with prep's
+// entropy decoders, and if not, why: `prep version` says so.
+func OwnEntropy() (bool, string) {
+	why := C.GoString(C.prep_entropy_why())
+	return why == "", why
 }
 
 // phuffInstalls counts the decodes prep's progressive entropy decoder ran.

@@ -18,3 +18,7 @@ func decodeTurbo(data []byte, cfg image.Config, minSide int, gap float64) (*imag
 func decodePNG(data []byte, cfg image.Config) (*image.NRGBA, error) {
 	return nil, errNoTurbo
 }
+
+// OwnEntropy reports whether this build decodes JPEG scans with prep's
+// entropy decoders: never without cgo.
+func OwnEntropy() (bool, string) { return false, "off (built without cgo)" }
