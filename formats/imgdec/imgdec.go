@@ -1,5 +1,7 @@
-// Package imgdec decodes JPEG and PNG files into 8-bit NRGBA images, upright
+// Package imgdec decodes image files into 8-bit NRGBA images, upright
 // (EXIF orientation applied), refusing oversized headers before decoding.
+// The format is found from the content, never the file name: JPEG and PNG
+// here, GIF, BMP, TIFF, WebP and PNM as other.go says.
 //
 // JPEGs go through libjpeg-turbo when the package is built with cgo (the default
 // on Linux), which can also shrink them by M/8 in the DCT domain (scaleFor), and
@@ -77,7 +79,16 @@ type Info struct {
 // TurboAvailable reports whether libjpeg-turbo and libpng are built in.
 func TurboAvailable() bool { return turboBuiltIn }
 
-// Decode decodes a JPEG or PNG file into an upright *image.NRGBA. Alpha is
+// WebPDecoder names the WebP decoder built in: libwebp with cgo, else
+// golang.org/x/image/webp, whose lossy pixels differ from Pillow's.
+func WebPDecoder() string { return webpDecoderName }
+
+// OtherFormats names the formats decoded in Go in every build, and those
+// no build decodes yet, for prep version.
+const OtherFormats = "GIF, BMP, TIFF, PNM (Go); AVIF, HEIF, JPEG XL: not decoded (convert them first)"
+
+// Decode decodes an image file (JPEG, PNG, or another format of other.go)
+// into an upright *image.NRGBA. Alpha is
 // kept; 16-bit samples keep their high byte; grey, palette and CMYK images
 // become RGB. Errors say what is wrong with the data.
 func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
