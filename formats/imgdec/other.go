@@ -33,6 +33,12 @@ import (
 //     libtiff on every layout the tests make; CMYK and JPEG-compressed TIFFs
 //     are refused with the reason (see tiff.go).
 //
+// Measured on a 640×427 photo (2 shared cores, ms a decode, Pillow's
+// open+convert in brackets): lossy WebP 4.9 (7.2; x/image/webp 11.1),
+// lossless WebP 4.1 (6.8), GIF 4.0 (2.4), BMP 1.2 (1.8), LZW TIFF 13.4
+// (5.3), PPM 2.0 (1.6). TIFF through libtiff and a faster PNM/GIF path are
+// what to do if those formats ever weigh in a dataset.
+//
 // Each checks the declared size against the pixel limit before it
 // allocates anything of that size.
 
