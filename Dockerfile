@@ -7,7 +7,7 @@
 # libjpeg-turbo (linked statically, formats/imgdec/turbo.go).
 FROM golang:1.26-bookworm AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libhdf5-dev libjpeg62-turbo-dev libpng-dev libflac-dev pkg-config \
+ && apt-get install -y --no-install-recommends libhdf5-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libflac-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # The resampler's AVX-512 loops (augment/resample_simd.go) need Go's simd experiment.

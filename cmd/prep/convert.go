@@ -30,7 +30,9 @@ func init() { commands = append(commands, newConvertCmd) }
 
 // Input kinds by file extension.
 var (
-	imageExts = []string{".jpg", ".jpeg", ".png"}
+	// torchvision's IMG_EXTENSIONS and .gif; the decoder goes by the
+	// content (imgdec), the extension only picks the files.
+	imageExts = []string{".jpg", ".jpeg", ".png", ".ppm", ".pgm", ".pbm", ".bmp", ".tif", ".tiff", ".webp", ".gif"}
 	videoExts = []string{".mp4", ".mkv", ".webm", ".avi", ".mov"}
 	audioExts = []string{".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a"}
 	npyExts   = []string{".npy", ".npz"}

@@ -299,14 +299,14 @@ func TestConvertErrors(t *testing.T) {
 func TestBadInputsListed(t *testing.T) {
 	dst := t.TempDir()
 	stdout, stderr, code := prepRun(t, "convert", "../../testdata/edge", dst, "--overwrite", "--recipe", "resize=32x32")
-	want := "prep: 5 of 25 inputs skipped (20.0%), over --max-skipped 1%: the shards and " + dst + "/manifest.json are written; fix or remove the inputs the summary lists"
+	want := "prep: 5 of 26 inputs skipped (19.2%), over --max-skipped 1%: the shards and " + dst + "/manifest.json are written; fix or remove the inputs the summary lists"
 	if code != exitFailure || !strings.Contains(stderr, want) {
 		t.Fatalf("exit %d, stderr %q; want exit 1 and %q", code, stderr, want)
 	}
 	for _, tt := range []struct {
 		share string
 		code  int
-	}{{"20%", exitOK}, {"19.9%", exitFailure}, {"100%", exitOK}} {
+	}{{"20%", exitOK}, {"19.1%", exitFailure}, {"100%", exitOK}} {
 		if _, stderr, code := prepRun(t, "convert", "../../testdata/edge", t.TempDir(), "--recipe", "resize=32x32", "--max-skipped", tt.share); code != tt.code {
 			t.Errorf("--max-skipped %s: exit %d, want %d: %s", tt.share, code, tt.code, stderr)
 		}
@@ -321,7 +321,7 @@ func TestBadInputsListed(t *testing.T) {
 	}
 	for key, want := range map[string]string{
 		"empty.jpg":       "empty file",
-		"text.jpg":        "not a JPEG or PNG",
+		"text.jpg":        "not an image prep decodes",
 		"truncated.jpg":   "truncated JPEG",
 		"huge_header.png": "over the 100 Mpixel limit",
 	} {
@@ -338,7 +338,7 @@ func TestBadInputsListed(t *testing.T) {
 }
 
 // TestInputListUnsupported: an input list naming files no handler takes
-// (a README, a .gif, a name without extension) lists them as ignored, as
+// (a README, a .psd, a name without extension) lists them as ignored, as
 // a folder scan does, instead of crashing mid-run and leaving a .tmp.
 func TestInputListUnsupported(t *testing.T) {
 	dir := t.TempDir()
@@ -349,10 +349,10 @@ func TestInputListUnsupported(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(dir, filepath.Base(name)), data, 0o644)
 	}
-	for _, name := range []string{"README", "anim.gif", "notes.md"} {
+	for _, name := range []string{"README", "layers.psd", "notes.md"} {
 		os.WriteFile(filepath.Join(dir, name), []byte("not an image"), 0o644)
 	}
-	os.WriteFile(filepath.Join(dir, "in.csv"), []byte("path,label\nREADME,0\nrocket.jpg,1\nanim.gif,1\ncoffee.png,0\nnotes.md,2\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "in.csv"), []byte("path,label\nREADME,0\nrocket.jpg,1\nlayers.psd,1\ncoffee.png,0\nnotes.md,2\n"), 0o644)
 	for _, tt := range []struct {
 		name string
 		args []string
@@ -377,8 +377,8 @@ func TestInputListUnsupported(t *testing.T) {
 			for _, s := range m.Ignored {
 				ignored = append(ignored, s.Key)
 			}
-			if slices.Sort(ignored); !slices.Equal(ignored, []string{"README", "anim.gif", "notes.md"}) || m.Samples != 2 {
-				t.Errorf("ignored %v, samples %d; want README, anim.gif, notes.md and 2 samples", ignored, m.Samples)
+			if slices.Sort(ignored); !slices.Equal(ignored, []string{"README", "layers.psd", "notes.md"}) || m.Samples != 2 {
+				t.Errorf("ignored %v, samples %d; want README, layers.psd, notes.md and 2 samples", ignored, m.Samples)
 			}
 			for name := range readDir(t, dst) {
 				if formats.IsTemp(name) {

@@ -73,7 +73,8 @@ func (f fastPaths) lines() []fastPath {
 		png = "image/png: built without cgo (rebuild: make install)"
 		flac = "github.com/mewkiz/flac, 2x the CPU: built without cgo (rebuild: make install)"
 	}
-	return []fastPath{{"simd", f.simd()}, {"jpeg", jpeg}, {"png", png}, {"flac", flac}}
+	return []fastPath{{"simd", f.simd()}, {"jpeg", jpeg}, {"png", png}, {"webp", imgdec.WebPDecoder()},
+		{"other", imgdec.OtherFormats}, {"flac", flac}}
 }
 
 // simd is the line for the SIMD loops: the path that runs (AVX-512, AVX2

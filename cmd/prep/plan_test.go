@@ -208,7 +208,7 @@ func TestPlanLabels(t *testing.T) {
 	src := filepath.Join(dir, "src")
 	writePhotos(t, src, 6, 40, 60)
 	os.MkdirAll(filepath.Join(src, "empty"), 0o755)
-	for _, f := range []string{"class0/a.webp", "class1/b.webp", "class1/c.gif", "README"} {
+	for _, f := range []string{"class0/a.psd", "class1/b.psd", "class1/c.xcf", "README"} {
 		os.WriteFile(filepath.Join(src, f), []byte("x"), 0o644)
 	}
 	broken := filepath.Join(src, "class2", "broken.jpg")
@@ -230,7 +230,7 @@ func TestPlanLabels(t *testing.T) {
 	for _, g := range out.IgnoredBy {
 		ignored = append(ignored, fmt.Sprintf("%s %d %s", g.Type, g.Files, strings.Join(g.Examples, ",")))
 	}
-	if want := []string{".webp 2 class0/a.webp,class1/b.webp", "(no extension) 1 README", ".gif 1 class1/c.gif"}; !slices.Equal(ignored, want) {
+	if want := []string{".psd 2 class0/a.psd,class1/b.psd", "(no extension) 1 README", ".xcf 1 class1/c.xcf"}; !slices.Equal(ignored, want) {
 		t.Errorf("ignored %q, want %q", ignored, want)
 	}
 	why := strings.Join(out.Verdict.ConvertWhy, "\n")
@@ -245,7 +245,7 @@ func TestPlanLabels(t *testing.T) {
 
 	// Text: a line a class, the ignored types, and the verdict.
 	text, _, _ := prepRun(t, append([]string{"plan", src, "--keep-empty-classes", "--max-skipped", "50%"}, flags...)...)
-	for _, want := range []string{`class 3 "empty": 0 inputs`, "ignored 2 .webp files: class0/a.webp, class1/b.webp", "verdict   free space"} {
+	for _, want := range []string{`class 3 "empty": 0 inputs`, "ignored 2 .psd files: class0/a.psd, class1/b.psd", "verdict   free space"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("plan text lacks %q:\n%s", want, text)
 		}

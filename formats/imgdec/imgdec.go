@@ -1,5 +1,7 @@
-// Package imgdec decodes JPEG and PNG files into 8-bit NRGBA images, upright
+// Package imgdec decodes image files into 8-bit NRGBA images, upright
 // (EXIF orientation applied), refusing oversized headers before decoding.
+// The format is found from the content, never the file name: JPEG and PNG
+// here, GIF, BMP, TIFF, WebP and PNM as other.go says.
 //
 // JPEGs go through libjpeg-turbo when the package is built with cgo (the default
 // on Linux), which can also shrink them by M/8 in the DCT domain (scaleFor), and
@@ -77,7 +79,16 @@ type Info struct {
 // TurboAvailable reports whether libjpeg-turbo and libpng are built in.
 func TurboAvailable() bool { return turboBuiltIn }
 
-// Decode decodes a JPEG or PNG file into an upright *image.NRGBA. Alpha is
+// WebPDecoder names the WebP decoder built in: libwebp with cgo, else
+// golang.org/x/image/webp, whose lossy pixels differ from Pillow's.
+func WebPDecoder() string { return webpDecoderName }
+
+// OtherFormats names the formats decoded in Go in every build, and those
+// no build decodes yet, for prep version.
+const OtherFormats = "GIF, BMP, TIFF, PNM (Go); AVIF, HEIF, JPEG XL: not decoded (convert them first)"
+
+// Decode decodes an image file (JPEG, PNG, or another format of other.go)
+// into an upright *image.NRGBA. Alpha is
 // kept; 16-bit samples keep their high byte; grey, palette and CMYK images
 // become RGB. Errors say what is wrong with the data.
 func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
@@ -101,6 +112,9 @@ func Decode(data []byte, opt Options) (*image.NRGBA, Info, error) {
 		return nil, info, err
 	}
 	info.Format = format
+	if format != "jpeg" && format != "png" {
+		return decodeOther(format, data, opt.MaxPixels, info)
+	}
 
 	var cfg image.Config
 	if w, h, ok := pngSize(data); format == "png" && ok {
@@ -274,8 +288,9 @@ func trnsPlain(ctype byte, body []byte, plte, maxSample int) bool {
 	return false
 }
 
-// sniff names the format from the first bytes, and for anything other than
-// JPEG or PNG says what the data looks like instead.
+// sniff names the format from the first bytes (the extension only chose
+// the file), and for anything it cannot decode says what the data looks
+// like instead.
 func sniff(data []byte) (string, error) {
 	switch {
 	case len(data) == 0:
@@ -284,23 +299,39 @@ func sniff(data []byte) (string, error) {
 		return "jpeg", nil
 	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
 		return "png", nil
+	case bytes.HasPrefix(data, []byte("GIF87a")), bytes.HasPrefix(data, []byte("GIF89a")):
+		return "gif", nil
+	case bytes.HasPrefix(data, []byte("BM")):
+		return "bmp", nil
+	case bytes.HasPrefix(data, []byte("II*\x00")), bytes.HasPrefix(data, []byte("MM\x00*")):
+		return "tiff", nil
+	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
+		return "webp", nil
+	case len(data) >= 3 && data[0] == 'P' && data[1] >= '1' && data[1] <= '6' && isPNMSpace(data[2]):
+		return "pnm", nil
+	}
+	if kind := isobmffKind(data); kind != "" {
+		return "", fmt.Errorf("unsupported image format (%s): this build of prep does not decode it; convert it to PNG or JPEG first", kind)
+	}
+	if bytes.HasPrefix(data, []byte{0xFF, 0x0A}) || bytes.HasPrefix(data, []byte("\x00\x00\x00\x0cJXL \r\n\x87\n")) {
+		return "", errors.New("unsupported image format (JPEG XL): this build of prep does not decode it; convert it to PNG or JPEG first")
 	}
 	kind := http.DetectContentType(data)
-	switch {
-	case bytes.HasPrefix(data, []byte("GIF8")), bytes.HasPrefix(data, []byte("BM")),
-		bytes.HasPrefix(data, []byte("II*\x00")), bytes.HasPrefix(data, []byte("MM\x00*")),
-		len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
-		return "", fmt.Errorf("unsupported image format (%s): only JPEG and PNG are decoded; convert it first", imageKind(data, kind))
-	}
-	return "", fmt.Errorf("not a JPEG or PNG image (%d bytes, content looks like %s)", len(data), kind)
+	return "", fmt.Errorf("not an image prep decodes (%d bytes, content looks like %s): prep reads JPEG, PNG, GIF, BMP, TIFF, WebP and PNM by their content", len(data), kind)
 }
 
-func imageKind(data []byte, sniffed string) string {
-	switch {
-	case bytes.HasPrefix(data, []byte("II*\x00")), bytes.HasPrefix(data, []byte("MM\x00*")):
-		return "image/tiff"
+// isobmffKind names an AVIF or HEIF file from its ftyp box, or "".
+func isobmffKind(data []byte) string {
+	if len(data) < 12 || string(data[4:8]) != "ftyp" {
+		return ""
 	}
-	return sniffed
+	switch string(data[8:12]) {
+	case "avif", "avis":
+		return "AVIF"
+	case "heic", "heix", "heim", "heis", "hevc", "hevx", "mif1", "msf1":
+		return "HEIF/HEIC"
+	}
+	return ""
 }
 
 func checkSize(w, h int, limit int64) error {
