@@ -447,7 +447,7 @@ class RemoteFiles:
         return self._state
 
     def fd(self, k):
-        return RemoteFile(self, k)
+        return RemoteFile(self, k)  # cheap: state lives in _ReadState, per process
 
     def plan(self, ranges):
         """The reads to come, in order: (shard, offset, length) each; chunks are fetched in that order."""
@@ -586,7 +586,9 @@ class _ReadState:
         while done < n:
             pos = offset + done
             ch = (k, pos // c)
-            fd = self._open(ch)
+            fd = self.fds.get(ch)  # the common case: a chunk already open
+            if fd is None:
+                fd = self._open(ch)
             m = min(n - done, c - pos % c)
             got = os.preadv(fd, [mv[done:done + m]], pos % c)
             if got != m:

@@ -8,6 +8,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"log"
 	"net"
@@ -59,7 +60,7 @@ func main() {
 		}
 	}
 	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
-		Scheme: "http", Host: "127.0.0.1", InitialObjects: objs, Writer: os.Stderr,
+		Scheme: "http", Host: "127.0.0.1", InitialObjects: objs, Writer: io.Discard,
 	})
 	if err != nil {
 		log.Fatalf("gcsserver: start fake-gcs-server: %v", err)
