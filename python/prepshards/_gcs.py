@@ -342,6 +342,8 @@ class Cache:
         files, total = [], 0
         for dirpath, _, names in os.walk(self.root):
             for n in names:
+                if n.endswith((".tmp", ".lock")):
+                    continue  # being written or fetched right now
                 p = os.path.join(dirpath, n)
                 try:
                     st = os.stat(p)
@@ -469,6 +471,13 @@ class RemoteFiles:
                                       "evicted": st.cache.evicted}
 
 
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
 class RemoteFile:
     __slots__ = ("files", "k")
 
@@ -527,17 +536,38 @@ class _ReadState:
 
     def _fetch(self, ch):
         k, i = ch
-        s = self.files._shards[k]
-        bucket, name = split(s["path"])
-        c = self.files.chunk
-        start = i * c
-        n = min(c, int(s["bytes"]) - start)
+        p = self.cache.path(self.key(k), i)
+        # DataLoader workers of one rank read the same shards: the first to
+        # take a chunk's lock file fetches it, the others wait for the file
+        # (a lock older than a minute is from a process that died: ignored)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        lock = p + ".lock"
         try:
-            data = client().media(bucket, name, self.files._ident[k][0], start, n)
-        except _HTTPError:
-            raise self.files._changed(k, "was replaced or removed (its generation is gone)") from None
-        self.cache.put(self.key(k), i, data)
-        self.fetched += 1
+            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            while os.path.exists(lock) and time.time() - _mtime(lock) < 60:
+                if os.path.exists(p):
+                    return True
+                time.sleep(0.005)
+            if os.path.exists(p):
+                return True
+        try:
+            s = self.files._shards[k]
+            bucket, name = split(s["path"])
+            c = self.files.chunk
+            start = i * c
+            n = min(c, int(s["bytes"]) - start)
+            try:
+                data = client().media(bucket, name, self.files._ident[k][0], start, n)
+            except _HTTPError:
+                raise self.files._changed(k, "was replaced or removed (its generation is gone)") from None
+            self.cache.put(self.key(k), i, data)
+            self.fetched += 1
+        finally:
+            try:
+                os.unlink(lock)
+            except FileNotFoundError:
+                pass
         return True
 
     def _open(self, ch):
