@@ -9,6 +9,8 @@ Three ways in:
   workers, seeded per-epoch shuffle, exact mid-epoch resume.
 - ``BatchReader(path, batch_size)`` / ``iter_batches``: contiguous batches
   read with one read each into reused (optionally pinned) buffers.
+- ``Mix([stream, ...], weights)`` / ``Concat([dataset, ...])``: several
+  shard folders as one.
 
 numpy is the only dependency; torch is used when installed.
 """
@@ -31,12 +33,13 @@ from .errors import (
     UnsafeShardPathError,
 )
 from .manifest import SUPPORTED_FORMAT_VERSION, Manifest
+from .mix import Concat, Mix
 from .stream import ShardStream
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BatchReader", "iter_batches", "ShardDataset", "ShardStream", "Manifest",
+    "BatchReader", "iter_batches", "ShardDataset", "ShardStream", "Mix", "Concat", "Manifest",
     "SUPPORTED_FORMAT_VERSION", "tune_malloc", "decode_png", "decode_wav", "decode_npy",
     "ShardError", "ManifestError", "ManifestNotFoundError", "ManifestVersionError",
     "ShardChecksumError", "ShardFormatError", "ShardSizeError", "UnsafeShardPathError",

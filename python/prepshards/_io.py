@@ -190,6 +190,9 @@ def pread_into(fd, buf, offset, path="shard"):
     open: a short read means the file shrank while being read.
     """
     mv = memoryview(buf).cast("B")
+    if not isinstance(fd, int):  # a shard on gs:// (_gcs.RemoteFile): read through the chunk cache
+        fd.readinto(mv, offset, path)
+        return
     n = len(mv)
     done = 0
     while done < n:
@@ -210,3 +213,11 @@ def pread_into(fd, buf, offset, path="shard"):
                 "being read); restart the reader from the current manifest, and check the folder "
                 "with `prep inspect DIR`")
         done += k
+
+
+def open_files(shards, manifest_path):
+    """Files for local shards, _gcs.RemoteFiles for shards on gs://."""
+    if manifest_path.startswith("gs://"):
+        from ._gcs import RemoteFiles  # noqa: PLC0415
+        return RemoteFiles(shards, manifest_path)
+    return Files(shards, manifest_path)

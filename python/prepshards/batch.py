@@ -113,7 +113,9 @@ class BatchReader:
         b = self.batch_size
         slot = 0
         runs, filled = [], 0
-        for k, start, stop in self._segments():
+        segments = self._segments()
+        self._ss.plan_runs(segments)  # shards on gs://: fetch in this order
+        for k, start, stop in segments:
             while start < stop:
                 n = min(stop - start, b - filled)
                 runs.append((k, start, start + n, filled))

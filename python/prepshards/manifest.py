@@ -14,6 +14,7 @@ from .errors import (
     ManifestNotFoundError,
     ManifestVersionError,
     ShardChecksumError,
+    ShardError,
     ShardIOError,
     ShardSizeError,
     UnsafeShardPathError,
@@ -140,8 +141,12 @@ def _safe_join(folder, name, manifest_path):
 
 
 def locate(path):
-    """Return (folder, manifest path) for a shard folder or manifest path."""
+    """Return (folder, manifest path) for a shard folder or manifest path (local or gs://)."""
     path = os.fspath(path)
+    if isinstance(path, str) and path.startswith("gs://"):
+        if path.endswith(".json"):
+            return path.rsplit("/", 1)[0], path
+        return path.rstrip("/"), path.rstrip("/") + "/" + MANIFEST_NAME
     if os.path.isdir(path):
         mpath = os.path.join(path, MANIFEST_NAME)
         folder = path
@@ -178,10 +183,21 @@ class Manifest:
     def __init__(self, path):
         self.folder, self.path = locate(path)
         try:
-            with open(self.path, "rb") as f:
-                raw = json.load(f)
+            if self.path.startswith("gs://"):
+                from . import _gcs  # noqa: PLC0415
+                try:
+                    raw = json.loads(_gcs.read_object(self.path))
+                except FileNotFoundError:
+                    raise ManifestNotFoundError(
+                        f"{self.path}: no such manifest; point prepshards at the DST of a finished "
+                        "`prep convert` (gs://BUCKET/PREFIX, the manifest is written last)") from None
+            else:
+                with open(self.path, "rb") as f:
+                    raw = json.load(f)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise ManifestError(f"{self.path}: not valid JSON ({str(e)[:200]}); {_FIX}") from None
+        except ShardError:
+            raise  # gs:// (a ShardIOError is an OSError): already names the object and the fix
         except OSError as e:
             raise ManifestError(f"{self.path}: cannot read the manifest ({e.strerror or e}); "
                                 "check that it is a readable file") from None
@@ -277,19 +293,29 @@ class Manifest:
         for s in self.shards:
             check_size(s["path"], s["bytes"], self.path)
 
-    def verify(self):
-        """Check every shard's size and sha256, and the dataset ID, against the manifest."""
+    def verify(self, blocks=None):
+        """Check every shard's size and sha256, and the dataset ID, against the manifest.
+
+        ``blocks(k)``, when given, yields shard k's bytes (remote shards);
+        sizes were then checked by the caller.
+        """
         if self.dataset_id != dataset_id(self.raw):
             raise ManifestError(
                 f"{self.path}: dataset_id {self.dataset_id} does not match the recipe, seed, "
                 f"order and shard checksums it lists ({dataset_id(self.raw)}): the manifest "
                 "was edited; regenerate it (prep convert --resume or prep merge-manifest)")
-        for s in self.shards:
-            check_size(s["path"], s["bytes"], self.path)
+        for k, s in enumerate(self.shards):
+            if blocks is None:
+                check_size(s["path"], s["bytes"], self.path)
             want = s.get("sha256")
             if not want:
                 continue
             h = hashlib.sha256()
+            if blocks is not None:
+                for b in blocks(k):
+                    h.update(b)
+                self._compare_sha(s, h, want)
+                continue
             buf = bytearray(8 << 20)
             mv = memoryview(buf)
             try:
@@ -302,11 +328,14 @@ class Manifest:
             except OSError as e:
                 raise ShardIOError(f"{s['path']}: cannot read the shard to check its sha256 "
                                    f"({e.strerror or e}); check its permissions or copy it again") from None
-            if h.hexdigest() != want:
-                raise ShardChecksumError(
-                    f"{s['path']}: sha256 {h.hexdigest()} differs from the manifest's {want} "
-                    f"({self.path}); the shard is corrupt: copy it again or reconvert "
-                    "(prep convert --resume redoes shards whose checksum fails)")
+            self._compare_sha(s, h, want)
+
+    def _compare_sha(self, s, h, want):
+        if h.hexdigest() != want:
+            raise ShardChecksumError(
+                f"{s['path']}: sha256 {h.hexdigest()} differs from the manifest's {want} "
+                f"({self.path}); the shard is corrupt: copy it again or reconvert "
+                "(prep convert --resume redoes shards whose checksum fails)")
 
 
 def dataset_id(raw):

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from ._io import Files, pread_into
+from ._io import open_files, pread_into
 from .codecs import decode_npy, decode_png, decode_wav
 from .errors import ShardFormatError
 from .manifest import Manifest
@@ -122,6 +122,10 @@ class H5Shard:
     def _h5file(self):
         pid = os.getpid()
         if self._h5 is None or self._h5pid != pid:
+            if self.path.startswith("gs://"):
+                raise ShardFormatError(f"{self.where}: a dataset is not contiguous (manifest offset -1), "
+                                       "which prepshards reads through h5py from local files only; "
+                                       "copy the shards to a local disk")
             try:
                 import h5py  # noqa: PLC0415
             except ImportError:
@@ -568,11 +572,12 @@ class ShardSet:
     def __init__(self, path, check_sizes=True, verify=False):
         self.manifest = Manifest(path)
         m = self.manifest
-        self.files = Files(m.shards, m.path)
-        if verify or check_sizes:
+        self.files = open_files(m.shards, m.path)
+        self.remote = m.path.startswith("gs://")
+        if verify or check_sizes or self.remote:
             self.files.record_all()  # before hashing: a change while verify reads shows later
         if verify:
-            m.verify()
+            m.verify(self._blocks if self.remote else None)
         if m.format == "hdf5":
             self.shards = [H5Shard(s, self.files, k, m.path) for k, s in enumerate(m.shards)]
         else:
@@ -583,6 +588,57 @@ class ShardSet:
         self.counts = m.counts
         self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
         self.total = int(self.starts[-1])
+
+    def _blocks(self, k):
+        """Shard k's bytes in blocks (hashing a remote shard)."""
+        size = int(self.manifest.shards[k]["bytes"])
+        self.files.whole([k])
+        buf = bytearray(8 << 20)
+        for off in range(0, size, len(buf)):
+            mv = memoryview(buf)[:min(len(buf), size - off)]
+            pread_into(self.files.fd(k), mv, off, self.manifest.shards[k]["path"])
+            yield mv
+
+    def plan_reads(self, gids):
+        """Tell a remote shard set the samples to come (global indices, in read order), so chunks
+        are fetched in that order; local shards need nothing."""
+        if not self.remote or not len(gids):
+            return
+        gids = np.asarray(gids, np.int64)
+        ks = np.searchsorted(self.starts, gids, side="right") - 1
+        if self.manifest.format != "hdf5":
+            _, first = np.unique(ks, return_index=True)  # tar: the header scan reads the whole shard
+            self.files.whole(ks[np.sort(first)].tolist())
+            return
+        self.plan_runs([(int(k), int(j), int(j) + 1) for k, j in zip(ks, gids - self.starts[ks])])
+
+    def plan_runs(self, runs):
+        """As plan_reads, for (shard, start, stop) runs of samples (HDF5: the bytes of those samples,
+        each shard's labels and keys first; ragged fields: the whole shard)."""
+        if not self.remote:
+            return
+        if self.manifest.format != "hdf5":
+            seen = []
+            for k, _, _ in runs:
+                if k not in seen:
+                    seen.append(k)
+            self.files.whole(seen)
+            return
+        ranges, opened = [], set()
+        for k, a, b in runs:
+            s = self.shards[k]
+            if k not in opened:
+                opened.add(k)
+                for n in ("labels", "keys"):
+                    d = s.by_name.get(n)
+                    if d is not None and d["offset"] >= 0:
+                        ranges.append((k, d["offset"], d["size"]))
+                if any(f.ragged for f in s.field.values()):
+                    ranges.append((k, 0, int(s.info["bytes"])))
+            for f in s.field.values():
+                if not f.ragged and f.offset >= 0 and f.sample_nbytes:
+                    ranges.append((k, f.offset + a * f.sample_nbytes, (b - a) * f.sample_nbytes))
+        self.files.plan(ranges)
 
     def locate(self, i):
         """Global index -> (shard number, index in shard)."""

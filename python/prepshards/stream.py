@@ -3,15 +3,17 @@
 import numpy as np
 
 from . import _torch
+from ._order import epoch_order, reorder, stages, worker_part
 from .dataset import _select_fields
 from .errors import ShardError
 from .shards import ManifestInfo, ShardSet
 
-_STATE_VERSION = 1
+# 2: elastic stages; version 1 states (one world size, another order) are refused
+_STATE_VERSION = 2
 
 
 def epoch_sequence(ss, epoch, seed, shuffle):
-    """Every sample's global index for one epoch: shards in a seeded order, samples in file order."""
+    """BatchReader's epoch: shards in a seeded order, samples in file order (no interleave)."""
     order = np.arange(len(ss.shards))
     if shuffle:
         order = np.random.default_rng([seed, epoch, 0x5EED]).permutation(len(ss.shards))
@@ -19,84 +21,57 @@ def epoch_sequence(ss, epoch, seed, shuffle):
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def rank_slice(seq, rank, world_size, pad):
-    """This rank's equal share: a contiguous slice of the epoch's sequence.
-
-    drop (pad=False): every rank gets len(seq) // world_size samples; the
-    last len(seq) % world_size of the sequence are not read this epoch.
-    pad=True: every rank gets ceil(len(seq) / world_size); the sequence is
-    extended by repeating its first samples.
-    """
-    n = len(seq)
-    if pad:
-        per = -(-n // world_size)
-        if per * world_size > n and n:
-            seq = np.resize(seq, per * world_size)  # np.resize repeats cyclically
-    else:
-        per = n // world_size
-    return seq[rank * per:(rank + 1) * per]
-
-
-def shuffle_buffer(seq, size, rng):
-    """The order a shuffle buffer of ``size`` entries gives ``seq`` (indices only)."""
-    n = len(seq)
-    if size <= 1 or n <= 1:
-        return seq.copy()
-    size = min(size, n)
-    out = np.empty(n, np.int64)
-    buf = seq[:size].tolist()
-    picks = rng.integers(0, size, n - size).tolist()
-    rest = seq[size:].tolist()
-    for j, (x, p) in enumerate(zip(rest, picks)):
-        out[j] = buf[p]
-        buf[p] = x
-    tail = np.array(buf, np.int64)
-    rng.shuffle(tail)
-    out[n - size:] = tail
-    return out
-
-
 class ShardStream(ManifestInfo, _torch.IterBase):
-    """Iterate over prep shards in a seeded, sharded, resumable order.
+    """Iterate over prep shards in a seeded, sharded, elastic, resumable order.
 
     Yields ``(sample, label)`` like ShardDataset (``(sample, label, index)``
     with ``yield_index=True``, index being the ShardDataset index). Works as
     a plain iterator without torch; with torch it is a
     ``torch.utils.data.IterableDataset``.
 
-    Order of one epoch (a pure function of seed, epoch, rank, world_size,
-    pad, shuffle and buffer_size — see ``plan()``):
+    The epoch's order is a function of (seed, epoch) and the settings
+    ``shuffle``, ``interleave`` and ``buffer_size`` only, never of the world
+    size or the workers (``prepshards._order``):
 
-    1. shards in a per-epoch seeded order (``shuffle=True``), samples in file
-       order: the epoch's sequence;
-    2. each rank takes a contiguous slice of equal length (ranks from
-       ``rank=``/``world_size=``, else ``torch.distributed`` when initialised).
-       Default: ``len // world_size`` each, the remainder (the last
-       ``len % world_size`` samples of that epoch's sequence) is dropped;
-       ``pad=True``: ``ceil(len / world_size)`` each, the sequence repeated
-       from its start to fill;
-    3. a shuffle buffer of ``buffer_size`` samples (``shuffle=True``) mixes the
-       rank's slice, seeded by (seed, epoch, rank);
-    4. DataLoader workers take alternate blocks of ``batch_size`` samples of
-       the rank's order. Set ``batch_size`` to the DataLoader's and the
-       DataLoader yields exactly ``plan()``'s order (each worker's batches
-       come round-robin), which is what makes a resume exact with workers.
+    1. read order: shards in a seeded order, dealt to ``interleave`` lanes
+       read side by side, each shard front to back;
+    2. yield order: each sample is delayed from its read position by a
+       seeded exponential time of mean ``buffer_size``, as in a shuffle
+       buffer of that size, so samples of ``interleave`` shards mix; the
+       reader holds on average ``buffer_size`` samples.
+
+    A rank's share: the epoch's samples in read order are cut into
+    ``world_size`` equal contiguous runs (each rank reads its own shards);
+    each rank yields its run in yield order. Drop (default): the last
+    ``len % world_size`` in read order are not read (``dropped()``);
+    ``pad=True``: the run is filled by repeating samples from the start, the
+    copies yielded last. DataLoader workers take alternate blocks of
+    ``batch_size`` of the rank's order: with ``batch_size`` equal to the
+    DataLoader's, the DataLoader yields exactly ``plan()``.
+
+    Elastic resume: ``state_dict()`` records how many samples every rank
+    took at each world size this epoch. Loaded into a stream with another
+    world size, the samples not yet taken (in read order) are cut again
+    into the new ``world_size`` runs, with the same drop/pad rule applied to
+    what is left: the new ranks together yield exactly the epoch's samples
+    not yet taken (less the new remainder, with drop). At the same world
+    size, a stream continues exactly where it stopped.
 
     Call ``set_epoch(e)`` before each epoch (as with DistributedSampler).
-    ``state_dict()`` / ``load_state_dict()`` resume mid-epoch: the resumed
-    stream yields exactly the samples the interrupted one had not yet
-    yielded, in the same order.
     """
 
     def __init__(self, path, fields=None, transform=None, shuffle=True, seed=0, buffer_size=1024,
                  rank=None, world_size=None, pad=False, batch_size=1, verify=False,
-                 check_sizes=True, yield_index=False):
+                 check_sizes=True, yield_index=False, interleave=8):
         self._ss = ShardSet(path, check_sizes=check_sizes, verify=verify)
         self.fields, self._as_dict = _select_fields(self._ss, fields)
         self.transform = transform
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
         self.buffer_size = int(buffer_size)
+        self.interleave = int(interleave)
+        if self.interleave < 1:
+            raise ValueError("interleave must be at least 1")
         self.rank, self.world_size = _torch.dist_rank_world(rank, world_size)
         self.pad = bool(pad)
         if batch_size < 1:
@@ -104,100 +79,176 @@ class ShardStream(ManifestInfo, _torch.IterBase):
         self.batch_size = int(batch_size)
         self.yield_index = yield_index
         self.epoch = 0
-        self._start = 0  # samples of this epoch's plan to skip (a resume)
+        # this epoch's stages: [world size, samples every rank took] each; the last is current
+        self._history = [[self.world_size, 0]]
         self._seen = 0  # samples yielded by the current in-process iteration
+        self._done = False  # an in-process pass finished the epoch
+        self._cache = None
 
-    def __len__(self):
-        """Samples this rank yields per epoch (all workers together)."""
-        n, w = self._ss.total, self.world_size
-        return -(-n // w) if self.pad else n // w
+    def __getstate__(self):
+        st = dict(self.__dict__)
+        st["_cache"] = None  # workers recompute the order rather than unpickle it
+        return st
+
+    @property
+    def _start(self):
+        return self._history[-1][1]
+
+    def _fresh(self):
+        self._history = [[self.world_size, 0]]
+        self._seen = 0
+        self._done = False
 
     def set_epoch(self, epoch):
         epoch = int(epoch)
         if epoch != self.epoch:
-            self._start = 0
+            self._fresh()
         self.epoch = epoch
         self._seen = 0
 
-    def plan(self, epoch=None, rank=None):
-        """This rank's global sample indices for an epoch, in the order they are yielded."""
+    # -- order: pure functions of the settings and the stage history -----------
+
+    def _stage(self, epoch=None):
+        """(ids, stage): global index per read position, and the current stage's cut."""
         epoch = self.epoch if epoch is None else int(epoch)
+        history = self._history if epoch == self.epoch else [[self.world_size, 0]]
+        key = (epoch, tuple(tuple(h) for h in history[:-1]), history[-1][0])
+        if self._cache is None or self._cache[0] != key:
+            ids, keys = epoch_order(self._ss.counts, self.seed, epoch, self.shuffle, self.interleave,
+                                    self.buffer_size if self.shuffle else 0)
+            self._cache = (key, ids, stages(len(ids), keys, history, self.pad))
+        return self._cache[1], self._cache[2]
+
+    def __len__(self):
+        """Samples this rank yields in the epoch's current stage (all workers together)."""
+        if len(self._history) == 1:
+            n, w = self._ss.total, self.world_size
+            return -(-n // w) if self.pad else n // w
+        return self._stage()[1].per
+
+    def plan(self, epoch=None, rank=None):
+        """This rank's global sample indices in the order they are yielded (the current stage's)."""
         rank = self.rank if rank is None else int(rank)
-        seq = epoch_sequence(self._ss, epoch, self.seed, self.shuffle)
-        mine = rank_slice(seq, rank, self.world_size, self.pad)
-        if self.shuffle and self.buffer_size > 1:
-            mine = shuffle_buffer(mine, self.buffer_size, np.random.default_rng([self.seed, epoch, rank, 0xB0F]))
-        return mine
+        ids, st = self._stage(epoch)
+        return ids[st.pos[st.plan(rank)]]
 
     def dropped(self, epoch=None):
-        """Global indices no rank reads this epoch (the remainder; empty with pad=True)."""
-        if self.pad:
-            return np.zeros(0, np.int64)
-        epoch = self.epoch if epoch is None else int(epoch)
-        seq = epoch_sequence(self._ss, epoch, self.seed, self.shuffle)
-        per = len(seq) // self.world_size
-        return seq[per * self.world_size:]
+        """Global indices no rank reads in the current stage (the remainder; empty with pad=True)."""
+        ids, st = self._stage(epoch)
+        return ids[st.dropped]
 
-    def _worker_part(self, remaining):
+    # -- the sample pipeline: order -> read -> yield ------------------------------
+
+    def _my_slots(self):
+        """The slots this process yields, in yield order: the rank's plan from the
+        resume point, then this DataLoader worker's blocks of it."""
+        ids, st = self._stage()
         wid, nw = _torch.worker_info()
-        if nw == 1:
-            return remaining
-        pos = np.arange(len(remaining))
-        return remaining[(pos // self.batch_size) % nw == wid]
+        return ids, st, worker_part(st.plan(self.rank)[self._start:], wid, nw, self.batch_size)
+
+    def _read_one(self, g):
+        """(sample, label) of global index g, as stored."""
+        k, j = self._ss.locate(g)
+        s = self._ss.shards[k]
+        sample = s.read(j, self.fields) if self._as_dict else s.read_field(self.fields[0], j)
+        label = int(s.labels()[j]) if self._ss.manifest.format == "hdf5" else s.label(j)
+        return sample, label
+
+    def _read(self, gids):
+        """Read stage: (position, (g, sample, label)) for global indices in read order."""
+        self._ss.plan_reads(gids)  # shards on gs://: fetch in this order
+        for p, g in enumerate(gids):
+            yield p, (g,) + self._read_one(g)
+
+    def _emit(self, g, sample, label):
+        """Yield stage: what the stream hands out for one sample."""
+        if self.transform is not None:
+            sample = self.transform(sample)
+        return (sample, label, g) if self.yield_index else (sample, label)
+
+    def _items(self, ids, st, slots):
+        """Outputs for ``slots`` (in yield order): read in read order, reordered, emitted."""
+        by_read = np.argsort(slots, kind="stable")  # slot numbers are read positions
+        gids = ids[st.pos[slots[by_read]]].tolist()
+        where = np.empty(len(slots), np.int64)
+        where[by_read] = np.arange(len(slots))  # each yielded slot's place in the read order
+        for g, sample, label in reorder(where.tolist(), self._read(gids)):
+            yield self._emit(g, sample, label)
 
     def __iter__(self):
         self._ss.check_unchanged()  # each epoch (and worker): refuse shards replaced under us
-        order = self.plan()[self._start:]
-        mine = self._worker_part(order)
+        if self._done:
+            self._fresh()  # the last pass finished the epoch: this one starts from its beginning
+        ids, st, mine = self._my_slots()
         self._seen = 0
-        ss = self._ss
-        h5 = ss.manifest.format == "hdf5"
-        for g in mine.tolist():
-            k, j = ss.locate(g)
-            s = ss.shards[k]
-            sample = s.read(j, self.fields) if self._as_dict else s.read_field(self.fields[0], j)
-            label = int(s.labels()[j]) if h5 else s.label(j)
-            if self.transform is not None:
-                sample = self.transform(sample)
+        for out in self._items(ids, st, mine):
             self._seen += 1
-            yield (sample, label, g) if self.yield_index else (sample, label)
+            yield out
         if _torch.worker_info()[1] == 1:
-            self._start = 0  # the epoch is done: a later pass starts from its beginning
-            self._seen = 0
+            self._done = True  # plan(), dropped() and state_dict() still tell of this pass
+
+    # -- resume ---------------------------------------------------------------
 
     def state_dict(self, samples_seen=None):
-        """Where this epoch stands, to resume from.
+        """Where this epoch stands, to resume from, at this or another world size.
 
         In-process iteration counts its own samples. Through a DataLoader
         with workers, the stream object in the main process sees nothing:
         pass ``samples_seen``, the number of samples the training loop took
         from this iteration (batches x batch_size, the last batch's real
-        size), with ``batch_size`` equal to the DataLoader's.
+        size), with ``batch_size`` equal to the DataLoader's. An elastic
+        resume needs every rank to have taken the same number; any rank's
+        state then serves every new rank.
         """
         seen = self._seen if samples_seen is None else int(samples_seen)
+        history = [list(h) for h in self._history]
+        history[-1][1] += seen
         return {
-            "version": _STATE_VERSION, "epoch": self.epoch, "position": self._start + seen,
-            "seed": self.seed, "shuffle": self.shuffle, "buffer_size": self.buffer_size,
-            "rank": self.rank, "world_size": self.world_size, "pad": self.pad,
-            "samples": self._ss.total, "length": len(self),
+            "version": _STATE_VERSION, "epoch": self.epoch, "stages": history,
+            "position": history[-1][1], "seed": self.seed, "shuffle": self.shuffle,
+            "buffer_size": self.buffer_size, "interleave": self.interleave, "pad": self.pad,
+            "samples": self._ss.total, "rank": self.rank, "world_size": self.world_size,
         }
 
     def load_state_dict(self, state):
+        where = self._ss.manifest.path
         if state.get("version") != _STATE_VERSION:
-            raise ShardError(f"{self._ss.manifest.path}: stream state version {state.get('version')!r} "
-                             f"is not {_STATE_VERSION}; it was saved by another prepshards")
-        for k in ("seed", "shuffle", "buffer_size", "rank", "world_size", "pad", "samples"):
+            raise ShardError(f"{where}: stream state version {state.get('version')!r} is not "
+                             f"{_STATE_VERSION}; it was saved by another prepshards, whose order differs: "
+                             "start the epoch afresh (set_epoch) instead of resuming it")
+        for k in ("seed", "shuffle", "buffer_size", "interleave", "pad", "samples"):
             mine = self._ss.total if k == "samples" else getattr(self, k)
-            if state[k] != mine:
+            if state.get(k) != mine:
                 raise ShardError(
-                    f"{self._ss.manifest.path}: cannot resume: the saved stream had {k}={state[k]!r}, "
+                    f"{where}: cannot resume: the saved stream had {k}={state.get(k)!r}, "
                     f"this one has {mine!r}; build the stream with the same settings over the same shards")
-        pos = int(state["position"])
-        if not 0 <= pos <= len(self):
-            raise ShardError(f"{self._ss.manifest.path}: saved position {pos} is outside the epoch's {len(self)} samples")
-        self.epoch = int(state["epoch"])
-        self._start = pos
+        history = state.get("stages")
+        ok = isinstance(history, list) and history and all(
+            isinstance(h, (list, tuple)) and len(h) == 2 and all(isinstance(x, int) for x in h)
+            and h[0] >= 1 and h[1] >= 0 for h in history)
+        if not ok:
+            raise ShardError(f"{where}: saved stages {history!r} are not [[world_size, samples], ...]; "
+                             "pass the dict state_dict() returned")
+        history = [list(h) for h in history]
+        if history[-1][0] != self.world_size:
+            history.append([self.world_size, 0])  # another world size: cut what is left anew
+        old = self._history, self.epoch
+        self._history, self.epoch = history, int(state["epoch"])
+        try:
+            for i in range(len(history)):  # every stage took at most what it held
+                self._history = history[:i + 1]
+                self._cache = None
+                per = self._stage()[1].per
+                if history[i][1] > per:
+                    raise ShardError(f"{where}: saved position {history[i][1]} at world size "
+                                     f"{history[i][0]} is past that stage's {per} samples per rank")
+        except Exception:
+            self._history, self.epoch = old
+            self._cache = None
+            raise
+        self._history = history
         self._seen = 0
+        self._done = False
 
     def close(self):
         self._ss.close()

@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""Sequential read speed from gs:// (fake-gcs-server with added latency) against the same shards on disk.
+
+    bin/prep convert testdata/images /tmp/b --recipe resize=256,crop=224 --copies 400 --shard-size 16MiB
+    /usr/bin/python3 python/bench/bench_gcs.py /tmp/b [--delay 20ms] [--json]
+
+Starts python/tests/gcsserver (built with `go build` into --server's path
+when missing) serving DIR as gs://b/d, every request delayed by --delay
+(a network round trip), and reads one epoch each way, in one process:
+
+  stream  ShardStream(shuffle=True): per-sample reads, the default order
+  batch   BatchReader(256): contiguous batches, sequential
+
+Local reads run from the page cache (warmed first), the remote ones from
+an empty chunk cache, so the ratio is the worst case: prefetch in the
+rank's read order is what has to hide the latency. Goal: remote >= 0.8x
+local samples/s.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+import prepshards as ps  # noqa: E402
+
+
+def epoch(make):
+    """Samples/s of one full pass (the first item's wait included: that is what a cold start costs)."""
+    t0 = time.perf_counter()
+    n = 0
+    for item in make():
+        n += len(item[1]) if hasattr(item[1], "__len__") else 1
+    dt = time.perf_counter() - t0
+    return {"samples": n, "seconds": round(dt, 3), "samples_per_s": round(n / dt, 1)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir")
+    ap.add_argument("--delay", default="20ms")
+    ap.add_argument("--server", default=os.path.join(REPO, "bin", "gcsserver"))
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if not os.path.exists(a.server):
+        subprocess.run(["go", "build", "-o", a.server, "./python/tests/gcsserver"], cwd=REPO, check=True,
+                       env=dict(os.environ, GOEXPERIMENT="simd"))
+    srv = subprocess.Popen([a.server, "-dir", a.dir, "-bucket", "b", "-prefix", "d", "-delay", a.delay],
+                           stdout=subprocess.PIPE, text=True)
+    cache = tempfile.mkdtemp(prefix="prepshards-bench-cache-")
+    try:
+        os.environ["STORAGE_EMULATOR_HOST"] = srv.stdout.readline().strip()
+        os.environ["PREPSHARDS_CACHE"] = cache
+        local = ps.ShardDataset(a.dir)
+        for s in local.manifest.shards:  # page cache warm: the local side's best case
+            with open(s["path"], "rb") as f:
+                while f.read(16 << 20):
+                    pass
+        out = {"delay": a.delay, "samples": len(local), "bytes": sum(s["bytes"] for s in local.manifest.shards)}
+        for name, make in (("stream", lambda p: lambda: ps.ShardStream(p, seed=1)),
+                           ("batch", lambda p: lambda: ps.BatchReader(p, 256))):
+            loc = epoch(make(a.dir))
+            shutil.rmtree(cache, ignore_errors=True)  # cold: every chunk comes from the server
+            rem = epoch(make("gs://b/d"))
+            warm = epoch(make("gs://b/d"))  # a second epoch, from the filled cache
+            out[name] = {"local": loc, "gcs": rem, "ratio": round(rem["samples_per_s"] / loc["samples_per_s"], 3),
+                         "gcs_warm": warm, "ratio_warm": round(warm["samples_per_s"] / loc["samples_per_s"], 3)}
+        if a.json:
+            print(json.dumps(out, indent=1))
+        else:
+            print(f"{out['samples']} samples, {out['bytes'] / 1e6:.0f} MB, {a.delay} per request")
+            for name in ("stream", "batch"):
+                r = out[name]
+                print(f"  {name:6s} local {r['local']['samples_per_s']:>9.0f}/s  gs:// cold "
+                      f"{r['gcs']['samples_per_s']:>9.0f}/s (ratio {r['ratio']:.2f})  warm cache "
+                      f"{r['gcs_warm']['samples_per_s']:>9.0f}/s (ratio {r['ratio_warm']:.2f})")
+    finally:
+        srv.kill()
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,637 @@
+"""Shards on Google Cloud Storage: ``gs://bucket/prefix`` read through a local chunk cache.
+
+Design (why pure Python): the reader runs inside training processes and
+their DataLoader workers, where the prep binary may not be installed and
+python3-google-cloud-storage is often missing (Debian 12). GCS's JSON API
+is plain HTTP: ranged ``alt=media`` GETs pinned to the object generation
+seen at start (a replaced object is then refused, never mixed in), one
+list call per 1,000 shards for sizes and generations. So the stdlib
+(http.client, threads) suffices, and Application Default Credentials are
+the same chain google-auth walks (see ``_Auth``).
+
+Objects are read in chunks of ``PREPSHARDS_GCS_CHUNK`` bytes (8 MiB),
+fetched by a per-process pool of ``PREPSHARDS_GCS_THREADS`` (16) threads
+into ``PREPSHARDS_CACHE`` (default ~/.cache/prepshards) and read from
+there with pread. Readers that know their order (ShardStream, BatchReader)
+hand it over first, so chunks arrive in the order the rank reads them,
+up to ``PREPSHARDS_GCS_AHEAD`` (32) chunks ahead; otherwise each read
+prefetches the next chunks of the same object. The cache is capped at
+``PREPSHARDS_CACHE_BYTES`` (10 GiB): past it, the least recently used
+chunk files are deleted (an open one stays readable to its reader).
+Requests that fail with 408/429/5xx, a reset or a stall
+(``PREPSHARDS_GCS_TIMEOUT``, 30 s without a byte) are retried with
+backoff, ``PREPSHARDS_GCS_RETRIES`` (6) times; then a ShardIOError names
+the object and the fix.
+"""
+
+import collections
+import hashlib
+import http.client
+import json
+import os
+import threading
+import time
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+
+from .errors import ShardChangedError, ShardError, ShardIOError, ShardSizeError
+
+
+def is_gs(path):
+    return isinstance(path, str) and path.startswith("gs://")
+
+
+def split(url):
+    """gs://bucket/name -> (bucket, name)."""
+    rest = url[5:]
+    bucket, _, name = rest.partition("/")
+    if not bucket:
+        raise ShardError(f"{url}: no bucket; write gs://BUCKET/PREFIX")
+    return bucket, name
+
+
+def _env_int(name, default):
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        raise ShardError(f"${name}={os.environ[name]!r} is not an integer; unset it or give a number") from None
+
+
+class _Retry(Exception):
+    pass
+
+
+class _Auth:
+    """Application Default Credentials, as google-auth finds them.
+
+    1. ``STORAGE_EMULATOR_HOST`` set: no credentials (an emulator);
+    2. ``$GOOGLE_APPLICATION_CREDENTIALS``, else gcloud's
+       ``~/.config/gcloud/application_default_credentials.json``:
+       ``authorized_user`` (refresh token, what ``gcloud auth
+       application-default login`` writes) or ``service_account`` (a key:
+       the JWT is signed with the ``cryptography`` package);
+    3. the metadata server (GCE, GKE, Cloud Run, Batch).
+    Tokens are refreshed five minutes before they expire.
+    """
+
+    def __init__(self, emulated):
+        self.emulated = emulated
+        self.lock = threading.Lock()
+        self.token, self.expiry = None, 0.0
+
+    def header(self):
+        if self.emulated:
+            return {}
+        with self.lock:
+            if self.token is None or time.time() > self.expiry - 300:
+                self.token, life = self._fetch()
+                self.expiry = time.time() + life
+            return {"Authorization": "Bearer " + self.token}
+
+    def _fetch(self):
+        path = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or os.path.join(
+            os.path.expanduser("~"), ".config", "gcloud", "application_default_credentials.json")
+        if os.path.isfile(path):
+            try:
+                with open(path, "rb") as f:
+                    cred = json.load(f)
+            except (OSError, ValueError) as e:
+                raise ShardIOError(f"{path}: cannot read the credentials ({e}); fix the file or "
+                                   "run `gcloud auth application-default login`") from None
+            kind = cred.get("type")
+            uri = cred.get("token_uri") or "https://oauth2.googleapis.com/token"
+            if kind == "authorized_user":
+                body = urllib.parse.urlencode({
+                    "grant_type": "refresh_token", "refresh_token": cred.get("refresh_token", ""),
+                    "client_id": cred.get("client_id", ""), "client_secret": cred.get("client_secret", "")})
+                return self._token(uri, body, path)
+            if kind == "service_account":
+                return self._token(uri, urllib.parse.urlencode({
+                    "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                    "assertion": self._jwt(cred, uri, path)}), path)
+            raise ShardIOError(f"{path}: credentials of type {kind!r} are not supported by prepshards; "
+                               "use a service account key or `gcloud auth application-default login`")
+        host = os.environ.get("GCE_METADATA_HOST", "metadata.google.internal")
+        try:
+            got = _http("GET", "http://" + host, "/computeMetadata/v1/instance/service-accounts/default/token",
+                        {"Metadata-Flavor": "Google"}, timeout=5)
+            tok = json.loads(got)
+            return tok["access_token"], float(tok.get("expires_in", 3600))
+        except (OSError, ValueError, KeyError, http.client.HTTPException, _HTTPError) as e:
+            raise ShardIOError(
+                f"no Google credentials: ${'{'}GOOGLE_APPLICATION_CREDENTIALS{'}'} is unset, {path} does not exist "
+                f"and the metadata server ({host}) did not answer ({e}); run `gcloud auth "
+                "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a key file") from None
+
+    def _token(self, uri, body, path):
+        try:
+            got = _http("POST", uri, "", {"Content-Type": "application/x-www-form-urlencoded"},
+                        body=body.encode(), timeout=30)
+            tok = json.loads(got)
+            return tok["access_token"], float(tok.get("expires_in", 3600))
+        except (OSError, ValueError, KeyError, http.client.HTTPException, _HTTPError) as e:
+            raise ShardIOError(f"{path}: exchanging the credentials for a token at {uri} failed ({e}); "
+                               "run `gcloud auth application-default login` again, or check the key") from None
+
+    def _jwt(self, cred, uri, path):
+        try:
+            from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
+            from cryptography.hazmat.primitives.asymmetric import padding  # noqa: PLC0415
+        except ImportError:
+            raise ShardIOError(f"{path}: a service account key needs the cryptography package to sign "
+                               "its token: apt install python3-cryptography (or pip install cryptography), "
+                               "or use `gcloud auth application-default login`") from None
+        import base64  # noqa: PLC0415
+
+        def b64(b):
+            return base64.urlsafe_b64encode(b).rstrip(b"=")
+        now = int(time.time())
+        head = b64(json.dumps({"alg": "RS256", "typ": "JWT", "kid": cred.get("private_key_id", "")}).encode())
+        claims = b64(json.dumps({"iss": cred.get("client_email"), "aud": uri, "iat": now, "exp": now + 3600,
+                                 "scope": "https://www.googleapis.com/auth/devstorage.read_only"}).encode())
+        key = serialization.load_pem_private_key(cred["private_key"].encode(), password=None)
+        sig = key.sign(head + b"." + claims, padding.PKCS1v15(), hashes.SHA256())
+        return (head + b"." + claims + b"." + b64(sig)).decode()
+
+
+class _HTTPError(Exception):
+    def __init__(self, status, body):
+        super().__init__(f"HTTP {status}: {body[:200]!r}")
+        self.status = status
+
+
+def _http(method, base, path, headers, body=None, timeout=30):
+    """One request on a fresh connection (token and metadata calls)."""
+    u = urllib.parse.urlsplit(base)
+    conn_cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+    c = conn_cls(u.netloc, timeout=timeout)
+    try:
+        c.request(method, (u.path or "") + path, body=body, headers=headers)
+        r = c.getresponse()
+        data = r.read()
+        if r.status != 200:
+            raise _HTTPError(r.status, data)
+        return data
+    finally:
+        c.close()
+
+
+class Client:
+    """The JSON API over keep-alive connections, one per thread, with retries."""
+
+    def __init__(self):
+        emu = os.environ.get("STORAGE_EMULATOR_HOST")
+        if emu:
+            self.base = emu if "://" in emu else "http://" + emu
+        else:
+            self.base = "https://storage.googleapis.com"
+        u = urllib.parse.urlsplit(self.base)
+        self.netloc, self.https, self.root = u.netloc, u.scheme == "https", u.path.rstrip("/")
+        self.auth = _Auth(bool(emu))
+        self.timeout = float(os.environ.get("PREPSHARDS_GCS_TIMEOUT", 30))
+        self.retries = _env_int("PREPSHARDS_GCS_RETRIES", 6)
+        self.local = threading.local()
+        self.requests = 0
+        self.retried = collections.Counter()  # what made a request be tried again, by kind
+
+    def _conn(self):
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+            c = self.local.conn = cls(self.netloc, timeout=self.timeout)
+        return c
+
+    def _drop(self):
+        c = getattr(self.local, "conn", None)
+        if c is not None:
+            c.close()
+        self.local.conn = None
+
+    def get(self, url, path, query, headers=None, want=None):
+        """GET with retries: the body (exactly ``want`` bytes when given)."""
+        q = urllib.parse.urlencode(query)
+        target = f"{self.root}{path}?{q}"
+        delay = 0.05
+        last = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            h = dict(headers or {})
+            h.update(self.auth.header())
+            try:
+                c = self._conn()
+                self.requests += 1
+                c.request("GET", target, headers=h)
+                r = c.getresponse()
+                data = r.read()
+            except (OSError, http.client.HTTPException) as e:  # resets, stalls (timeouts), cut replies
+                self._drop()
+                last = f"{type(e).__name__}: {e}"
+                self.retried["timeout" if isinstance(e, TimeoutError) else "connection"] += 1
+                continue
+            if r.status in (200, 206):
+                if want is not None and len(data) != want:
+                    self._drop()
+                    last = f"a reply of {len(data)} bytes instead of {want}"
+                    self.retried["short"] += 1
+                    continue
+                return data
+            if r.status in (408, 429) or r.status >= 500:
+                last = f"HTTP {r.status}"
+                self.retried[r.status] += 1
+                continue
+            if r.status == 404:
+                raise _HTTPError(404, data)
+            if r.status in (401, 403):
+                raise ShardIOError(f"{url}: GCS refused access (HTTP {r.status}: {data[:200]!r}); give the "
+                                   "credentials (Application Default Credentials) storage.objects.get and "
+                                   "storage.objects.list on the bucket")
+            raise ShardIOError(f"{url}: GCS answered HTTP {r.status} ({data[:200]!r}); check the path")
+        raise ShardIOError(f"{url}: GCS did not answer after {self.retries + 1} tries (last: {last}); "
+                           "check the network, or raise PREPSHARDS_GCS_RETRIES / PREPSHARDS_GCS_TIMEOUT")
+
+    def media(self, bucket, name, generation=None, start=None, length=None):
+        q = {"alt": "media"}
+        if generation is not None:
+            q["generation"] = str(generation)
+        h = {}
+        if start is not None:
+            h["Range"] = f"bytes={start}-{start + length - 1}"
+        path = f"/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o/{urllib.parse.quote(name, safe='')}"
+        return self.get(f"gs://{bucket}/{name}", path, q, h, want=length)
+
+    def list(self, bucket, prefix):
+        """{name: (size, generation)} of the objects under prefix."""
+        out, token = {}, None
+        while True:
+            q = {"prefix": prefix, "fields": "items(name,size,generation),nextPageToken", "maxResults": "1000"}
+            if token:
+                q["pageToken"] = token
+            try:
+                got = json.loads(self.get(f"gs://{bucket}/{prefix}",
+                                          f"/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o", q))
+            except _HTTPError:
+                raise ShardIOError(f"gs://{bucket}/{prefix}: no such bucket; check the path") from None
+            for it in got.get("items", []):
+                out[it["name"]] = (int(it["size"]), str(it.get("generation", "")))
+            token = got.get("nextPageToken")
+            if not token:
+                return out
+
+
+_clients = {}
+
+
+def client():
+    """This process's client (a new one after a fork: connections are not shared; and when the
+    environment that configures it changed)."""
+    key = (os.getpid(),) + tuple(os.environ.get(n) for n in (
+        "STORAGE_EMULATOR_HOST", "PREPSHARDS_GCS_TIMEOUT", "PREPSHARDS_GCS_RETRIES"))
+    c = _clients.get(key)
+    if c is None:
+        _clients.clear()
+        c = _clients[key] = Client()
+    return c
+
+
+def read_object(url):
+    """The bytes of a small object (the manifest)."""
+    bucket, name = split(url)
+    try:
+        return client().media(bucket, name)
+    except _HTTPError:
+        raise FileNotFoundError(url) from None
+
+
+class Cache:
+    """Chunk files under a folder, capped in size, least recently used evicted.
+
+    Each process keeps its own notion of recency (chunks it read get their
+    mtime touched once per process); eviction takes the oldest mtimes
+    first. A chunk evicted under an open descriptor stays readable.
+    """
+
+    def __init__(self, root, limit):
+        self.root, self.limit = root, limit
+        os.makedirs(root, exist_ok=True)
+        self.lock = threading.Lock()
+        self.added = 0
+        self.evicted = 0
+
+    def path(self, obj_key, chunk):
+        return os.path.join(self.root, obj_key, f"{chunk:08d}")
+
+    def put(self, obj_key, chunk, data):
+        d = os.path.join(self.root, obj_key)
+        os.makedirs(d, exist_ok=True)
+        p = self.path(obj_key, chunk)
+        tmp = f"{p}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, p)  # whole chunks only: a reader never sees a half-written one
+        with self.lock:
+            self.added += len(data)
+            check = self.added > max(self.limit // 16, 1)
+            if check:
+                self.added = 0
+        if check:
+            self.evict()
+
+    def evict(self):
+        files, total = [], 0
+        for dirpath, _, names in os.walk(self.root):
+            for n in names:
+                if n.endswith((".tmp", ".lock")):
+                    continue  # being written or fetched right now
+                p = os.path.join(dirpath, n)
+                try:
+                    st = os.stat(p)
+                except FileNotFoundError:
+                    continue
+                files.append((st.st_mtime_ns, st.st_size, p))
+                total += st.st_size
+        if total <= self.limit:
+            return
+        files.sort()
+        goal = self.limit * 0.9
+        for _, size, p in files:
+            if total <= goal:
+                break
+            try:
+                os.unlink(p)
+                total -= size
+                self.evicted += 1
+            except FileNotFoundError:
+                pass
+
+
+class RemoteFiles:
+    """Files (see _io) for shards on gs://: the same interface, reads through the chunk cache.
+
+    ``fd(k)`` gives a RemoteFile; ``pread_into`` reads from it. The
+    identity recorded per shard is (generation, size): a replaced object
+    is refused as a local file replaced under the reader is.
+    """
+
+    def __init__(self, shards, manifest_path):
+        self._shards = shards
+        self._manifest_path = manifest_path
+        self._ident = {}
+        self._pid = None
+        self._state = None
+        self.chunk = _env_int("PREPSHARDS_GCS_CHUNK", 8 << 20)
+        self.ahead = _env_int("PREPSHARDS_GCS_AHEAD", 32)
+        self.threads = _env_int("PREPSHARDS_GCS_THREADS", 16)
+        self.cache_root = os.environ.get("PREPSHARDS_CACHE") or os.path.join(
+            os.path.expanduser("~"), ".cache", "prepshards")
+        self.cache_limit = _env_int("PREPSHARDS_CACHE_BYTES", 10 << 30)
+
+    def __getstate__(self):
+        st = dict(self.__dict__)
+        st["_pid"] = None
+        st["_state"] = None
+        return st
+
+    # -- identity -------------------------------------------------------------
+
+    def _listing(self):
+        bucket, mname = split(self._manifest_path)
+        prefix = mname.rsplit("/", 1)[0] + "/" if "/" in mname else ""
+        return bucket, client().list(bucket, prefix)
+
+    def _check(self, record):
+        bucket, objs = self._listing()
+        for k, s in enumerate(self._shards):
+            _, name = split(s["path"])
+            got = objs.get(name)
+            if got is None:
+                if k in self._ident:
+                    raise self._changed(k, "was removed")
+                raise ShardSizeError(f"{s['path']}: shard listed in {self._manifest_path} is missing; "
+                                     "upload it again or reconvert (prep convert --resume)")
+            size, gen = got
+            want = self._ident.get(k)
+            if want is None:
+                if size != s["bytes"]:
+                    raise ShardSizeError(
+                        f"{s['path']}: {size} bytes in the bucket, the manifest ({self._manifest_path}) says "
+                        f"{s['bytes']}; the shard is truncated, still being uploaded or from another run: "
+                        "upload it again or reconvert (prep convert --resume)")
+                if record:
+                    self._ident[k] = (gen, size)
+            elif want != (gen, size):
+                raise self._changed(k, f"was replaced (generation {want[0]} -> {gen}, {size} bytes)")
+
+    def _changed(self, k, what):
+        return ShardChangedError(
+            f"{self._shards[k]['path']}: the shards changed under the reader: this object {what} since "
+            f"the reader first saw it (another prep convert or a copy); restart the reader from the new "
+            f"manifest ({self._manifest_path})")
+
+    def record_all(self):
+        self._check(True)
+
+    def check_unchanged(self):
+        """One list call per 1,000 shards: a replaced or removed object raises ShardChangedError."""
+        if self._ident:
+            self._check(False)
+
+    # -- reading --------------------------------------------------------------
+
+    def _st(self):
+        pid = os.getpid()
+        if self._pid != pid or self._state is None:
+            if not self._ident:
+                self._check(True)
+            self._pid = pid
+            self._state = _ReadState(self)
+        return self._state
+
+    def fd(self, k):
+        return RemoteFile(self, k)  # cheap: state lives in _ReadState, per process
+
+    def plan(self, ranges):
+        """The reads to come, in order: (shard, offset, length) each; chunks are fetched in that order."""
+        self._st().plan(ranges)
+
+    def whole(self, shards):
+        """Plan whole shards in this order (tar: the member index reads every header)."""
+        self.plan([(k, 0, int(self._shards[k]["bytes"])) for k in shards])
+
+    def close(self):
+        st = self._state
+        if st is not None and self._pid == os.getpid():
+            st.close()
+        self._state = None
+
+    def stats(self):
+        st = self._state
+        return {} if st is None else {"requests": client().requests, "fetched": st.fetched,
+                                      "evicted": st.cache.evicted}
+
+
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+class RemoteFile:
+    __slots__ = ("files", "k")
+
+    def __init__(self, files, k):
+        self.files, self.k = files, k
+
+    def readinto(self, mv, offset, path):
+        self.files._st().read(self.k, mv, offset, path)
+
+
+class _ReadState:
+    """Per process: the cache, the fetch pool, the planned chunks and open chunk descriptors."""
+
+    def __init__(self, files):
+        self.files = files
+        self.cache = Cache(files.cache_root, files.cache_limit)
+        self.pool = ThreadPoolExecutor(max(1, files.threads), thread_name_prefix="prepshards-gcs")
+        self.lock = threading.Lock()
+        self.queue = collections.deque()  # planned chunks not yet submitted
+        self.inflight = collections.OrderedDict()  # chunk -> future, in plan order
+        self.fds = collections.OrderedDict()  # chunk -> descriptor, least recently used first
+        self.keys = {}
+        self.fetched = 0
+
+    def key(self, k):
+        if k not in self.keys:
+            s = self.files._shards[k]
+            gen = self.files._ident[k][0]
+            self.keys[k] = hashlib.sha256(f"{s['path']}#{gen}".encode()).hexdigest()[:32]
+        return self.keys[k]
+
+    def nchunks(self, k):
+        c = self.files.chunk
+        return -(-int(self.files._shards[k]["bytes"]) // c)
+
+    def plan(self, ranges):
+        c = self.files.chunk
+        seen, order = set(), []
+        for k, off, n in ranges:
+            if n <= 0:
+                continue
+            for ch in range(off // c, (off + n - 1) // c + 1):
+                if (k, ch) not in seen:
+                    seen.add((k, ch))
+                    order.append((k, ch))
+        with self.lock:
+            self.queue = collections.deque(order)
+            self._pump()
+
+    def _pump(self):  # under self.lock
+        while len(self.inflight) < self.files.ahead and self.queue:
+            ch = self.queue.popleft()
+            if ch in self.inflight or os.path.exists(self.cache.path(self.key(ch[0]), ch[1])):
+                continue
+            self.inflight[ch] = self.pool.submit(self._fetch, ch)
+
+    def _fetch(self, ch):
+        k, i = ch
+        p = self.cache.path(self.key(k), i)
+        # DataLoader workers of one rank read the same shards: the first to
+        # take a chunk's lock file fetches it, the others wait for the file
+        # (a lock older than a minute is from a process that died: ignored)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        lock = p + ".lock"
+        try:
+            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            while os.path.exists(lock) and time.time() - _mtime(lock) < 60:
+                if os.path.exists(p):
+                    return True
+                time.sleep(0.005)
+            if os.path.exists(p):
+                return True
+        try:
+            s = self.files._shards[k]
+            bucket, name = split(s["path"])
+            c = self.files.chunk
+            start = i * c
+            n = min(c, int(s["bytes"]) - start)
+            try:
+                data = client().media(bucket, name, self.files._ident[k][0], start, n)
+            except _HTTPError:
+                raise self.files._changed(k, "was replaced or removed (its generation is gone)") from None
+            self.cache.put(self.key(k), i, data)
+            self.fetched += 1
+        finally:
+            try:
+                os.unlink(lock)
+            except FileNotFoundError:
+                pass
+        return True
+
+    def _open(self, ch):
+        fd = self.fds.get(ch)
+        if fd is not None:
+            self.fds.move_to_end(ch)
+            return fd
+        p = self.cache.path(self.key(ch[0]), ch[1])
+        for _ in range(3):
+            with self.lock:
+                fut = None
+                if ch in self.inflight:
+                    # chunks planned before this one were passed over: stop holding them
+                    while True:
+                        first, f = self.inflight.popitem(last=False)
+                        if first == ch:
+                            fut = f
+                            break
+                if fut is None and not os.path.exists(p):
+                    # not planned (map-style access): fetch it, and the next chunks of the object
+                    nxt = [(ch[0], j) for j in range(ch[1] + 1, min(ch[1] + 1 + self.files.ahead // 4,
+                                                                    self.nchunks(ch[0])))]
+                    fut = self.pool.submit(self._fetch, ch)
+                    if not self.queue:
+                        self.queue.extend(nxt)
+                self._pump()
+            if fut is not None:
+                fut.result()
+            try:
+                fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                continue  # evicted between fetch and open: fetch again
+            os.utime(fd)  # recently used: evicted last
+            self.fds[ch] = fd
+            if len(self.fds) > 64:
+                _, old = self.fds.popitem(last=False)
+                os.close(old)
+            return fd
+        raise ShardIOError(f"{self.files._shards[ch[0]]['path']}: chunk {ch[1]} was evicted from the cache "
+                           f"({self.cache.root}) as soon as it was fetched; raise PREPSHARDS_CACHE_BYTES")
+
+    def read(self, k, mv, offset, path):
+        c = self.files.chunk
+        n = len(mv)
+        done = 0
+        while done < n:
+            pos = offset + done
+            ch = (k, pos // c)
+            fd = self.fds.get(ch)  # the common case: a chunk already open
+            if fd is None:
+                fd = self._open(ch)
+            m = min(n - done, c - pos % c)
+            got = os.preadv(fd, [mv[done:done + m]], pos % c)
+            if got != m:
+                raise ShardIOError(f"{path}: cached chunk {ch[1]} in {self.cache.root} is short; "
+                                   "delete the cache folder and read again")
+            done += m
+
+    def close(self):
+        for fd in self.fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds.clear()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+

@@ -1,0 +1,109 @@
+// Command gcsserver serves a folder's files as Google Cloud Storage
+// objects (fake-gcs-server) on loopback, behind cloudsrc/gcstest's fault
+// proxy, for prepshards' tests and benchmark. It prints its URL (what
+// STORAGE_EMULATOR_HOST takes) as the first line on stdout and serves
+// until killed.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+
+	"github.com/prep-dev/prep/cloudsrc/gcstest"
+)
+
+func main() {
+	dir := flag.String("dir", "", "folder whose files become objects")
+	bucket := flag.String("bucket", "b", "bucket name")
+	prefix := flag.String("prefix", "", "object name prefix (no trailing slash)")
+	delay := flag.Duration("delay", 0, "latency added to every request")
+	failEvery := flag.Int("fail-every", 0, "answer every n-th request 503 or 429")
+	stallEvery := flag.Int("stall-every", 0, "stall every n-th request (a download after half its body)")
+	stall := flag.Duration("stall", 0, "how long a stall lasts")
+	resetEvery := flag.Int("reset-every", 0, "reset the connection after half the body of every n-th download")
+	flag.Parse()
+
+	var objs []fakestorage.Object
+	if *dir != "" {
+		err := filepath.WalkDir(*dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(*dir, p)
+			name := filepath.ToSlash(rel)
+			if *prefix != "" {
+				name = *prefix + "/" + name
+			}
+			objs = append(objs, fakestorage.Object{
+				ObjectAttrs: fakestorage.ObjectAttrs{BucketName: *bucket, Name: name}, Content: data})
+			return nil
+		})
+		if err != nil {
+			log.Fatalf("gcsserver: read %s: %v", *dir, err)
+		}
+	}
+	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
+		Scheme: "http", Host: "127.0.0.1", InitialObjects: objs, Writer: io.Discard,
+	})
+	if err != nil {
+		log.Fatalf("gcsserver: start fake-gcs-server: %v", err)
+	}
+	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: *bucket})
+	target, err := url.Parse(srv.URL())
+	if err != nil {
+		log.Fatal(err)
+	}
+	p := &gcstest.Proxy{FailEvery: *failEvery, StallEvery: *stallEvery, Stall: *stall, Delay: *delay}
+	h := p.Handler(target)
+	var downloads atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("http://" + ln.Addr().String())
+	log.Fatal(http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if *resetEvery > 0 && r.Method == http.MethodGet && r.URL.Query().Get("alt") == "media" &&
+			downloads.Add(1)%int64(*resetEvery) == 0 {
+			reset(w, r, h)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})))
+}
+
+// reset answers r with its headers and half its body, then resets the
+// connection: a link that fails mid-download.
+func reset(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	body := rec.Body.Bytes()
+	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Length: %d\r\n\r\n", rec.Code, http.StatusText(rec.Code), len(body))
+	buf.Write(body[:len(body)/2])
+	buf.Flush()
+	time.Sleep(10 * time.Millisecond)
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+}

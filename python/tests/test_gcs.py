@@ -1,0 +1,137 @@
+"""Shards on gs://, read from fake-gcs-server (tests/gcsserver, started here) through the chunk cache."""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import ROOT, missing, need
+
+np = need("numpy")
+import prepshards as ps  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def gcsserver(tmp_path_factory):
+    """The test server binary, built once per session (a few seconds once the Go build cache is warm)."""
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    if not os.path.exists(go):
+        missing("the go tool (to build python/tests/gcsserver)")
+    out = str(tmp_path_factory.mktemp("gcs") / "gcsserver")
+    env = dict(os.environ, GOEXPERIMENT=os.environ.get("GOEXPERIMENT", "simd"))
+    p = subprocess.run([go, "build", "-o", out, "./python/tests/gcsserver"], cwd=ROOT, env=env,
+                       capture_output=True, text=True)
+    if p.returncode:
+        raise RuntimeError(f"go build gcsserver failed:\n{p.stderr}")
+    return out
+
+
+class Server:
+    def __init__(self, binary, folders, args=()):
+        # one bucket "b"; each folder under its own prefix: stage them in one tree
+        self.root = folders.pop("_root")
+        for name, folder in folders.items():
+            shutil.copytree(folder, os.path.join(self.root, name))
+        self.p = subprocess.Popen([binary, "-dir", self.root, "-bucket", "b", *args],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.url = self.p.stdout.readline().strip()
+        assert self.url.startswith("http://"), "gcsserver did not start"
+
+    def upload(self, name, data):
+        req = urllib.request.Request(f"{self.url}/upload/storage/v1/b/b/o?uploadType=media&name={name}",
+                                     data=data, method="POST")
+        urllib.request.urlopen(req).read()
+
+    def stop(self):
+        self.p.kill()
+        self.p.wait()
+
+
+@pytest.fixture
+def serve(gcsserver, tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setenv("PREPSHARDS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PREPSHARDS_GCS_CHUNK", "4096")  # many chunks per shard
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+
+    def start(folders, *args):
+        s = Server(gcsserver, dict(folders, _root=str(tmp_path / f"srv{len(started)}")), args)
+        started.append(s)
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", s.url)
+        return s
+    yield start
+    for s in started:
+        s.stop()
+
+
+def same_as_local(url, local):
+    r, l_ = ps.ShardDataset(url), ps.ShardDataset(local)
+    assert len(r) == len(l_) and r.keys == l_.keys and r.labels.tolist() == l_.labels.tolist()
+    for i in range(len(r)):
+        assert np.array_equal(r[i][0], l_[i][0]) and r[i][1] == l_[i][1]
+    a = ps.ShardStream(url, yield_index=True, seed=2, buffer_size=5)
+    b = ps.ShardStream(local, yield_index=True, seed=2, buffer_size=5)
+    got = [(g, x.tobytes()) for x, _, g in a]
+    assert got == [(g, x.tobytes()) for x, _, g in b]
+    x = [(d.copy(), y.copy()) for d, y in ps.BatchReader(url, 5, shuffle=True, seed=1)]
+    w = [(d.copy(), y.copy()) for d, y in ps.BatchReader(local, 5, shuffle=True, seed=1)]
+    assert len(x) == len(w) and all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(x, w))
+    return r
+
+
+def test_reads_equal_local(shards, serve, tmp_path, monkeypatch):
+    monkeypatch.setenv("PREPSHARDS_CACHE_BYTES", str(48 << 10))  # smaller than one shard: eviction works
+    serve({"h5": shards["img_h5"], "png": shards["img_png"]})
+    r = same_as_local("gs://b/h5", shards["img_h5"])
+    same_as_local("gs://b/png/manifest.json", shards["img_png"])
+    stats = r.shard_set.files.stats()
+    assert stats["evicted"] > 0
+    used = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(tmp_path / "cache") for f in fs)
+    assert used <= (48 << 10) + 32 * 4096, "the cache stays near its limit (plus the chunks in flight)"
+    assert r.format == "hdf5" and r.manifest.path == "gs://b/h5/manifest.json"
+    v = ps.ShardDataset("gs://b/h5", verify=True)  # sha256 of every shard, read from the bucket
+    assert len(v) == 24
+
+
+def test_faults_503_resets_stalls(shards, serve, monkeypatch):
+    monkeypatch.setenv("PREPSHARDS_GCS_TIMEOUT", "0.3")
+    monkeypatch.setenv("PREPSHARDS_GCS_CHUNK", str(16 << 10))
+    serve({"h5": shards["img_h5"], "png": shards["img_png"]},
+          "-fail-every", "3", "-reset-every", "4", "-stall-every", "11", "-stall", "3s")
+    t0 = time.time()
+    same_as_local("gs://b/h5", shards["img_h5"])
+    same_as_local("gs://b/png", shards["img_png"])
+    assert time.time() - t0 < 30
+    from prepshards import _gcs
+    retried = _gcs.client().retried
+    assert retried[503] and retried[429] and retried["timeout"] and retried["connection"] + retried["short"], retried
+
+
+def test_gives_up_naming_the_object(shards, serve, monkeypatch):
+    monkeypatch.setenv("PREPSHARDS_GCS_RETRIES", "2")
+    serve({"h5": shards["img_h5"]}, "-fail-every", "1")
+    with pytest.raises(ps.ShardIOError, match=r"gs://b/h5/manifest.json: GCS did not answer after 3 tries"):
+        ps.ShardDataset("gs://b/h5")
+    with pytest.raises(ps.ManifestNotFoundError, match="gs://b/nope/manifest.json"):
+        monkeypatch.setenv("PREPSHARDS_GCS_RETRIES", "6")
+        serve({"h5": shards["img_h5"]})
+        ps.ShardDataset("gs://b/nope")
+
+
+def test_dataloader_workers_and_replaced_object(shards, serve):
+    torch = need("torch")
+    from torch.utils.data import DataLoader
+    srv = serve({"png": shards["img_png"]})
+    s = ps.ShardStream("gs://b/png", yield_index=True, batch_size=3, rank=1, world_size=2)
+    got = [int(g) for _, _, b in DataLoader(s, batch_size=3, num_workers=2) for g in b]
+    assert got == s.plan().tolist()
+    m = json.load(open(os.path.join(shards["img_png"], "manifest.json")))
+    name = m["shards"][0]["file"]
+    srv.upload(f"png/{name}", open(os.path.join(shards["img_png"], name), "rb").read())  # a new generation
+    with pytest.raises(ps.ShardChangedError, match=f"gs://b/png/{name}: the shards changed under the reader"):
+        list(s)
+    assert torch is not None
