@@ -21,6 +21,9 @@ type Options struct {
 	Handler func(key string) Handler // the handler for a key, nil if none takes it
 
 	Recipe  string // canonical recipe, recorded in shards and manifest
+	// OnlineRecipe is the canonical recipe of the ops after "|", which
+	// the reader runs every epoch: only recorded in the manifest.
+	OnlineRecipe string
 	Seed    uint64
 	Copies  int               // augmented copies of each input (>= 1)
 	Order   Order             // how items are laid out in shards; "" is OrderShuffle

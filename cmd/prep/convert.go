@@ -373,6 +373,7 @@ type checkedFlags struct {
 	maxSampleBytes       int64
 	maxSkipped           float64 // a share, 0..1
 	recipe               *augment.Recipe
+	online               *augment.Recipe // after "|": recorded for the reader
 	order                convert.Order
 	taskIndex, taskCount int
 }
@@ -434,7 +435,7 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	if c.taskIndex, c.taskCount, err = taskFromEnv(f.taskIndex, f.taskCount); err != nil {
 		return c, err
 	}
-	if c.recipe, err = parseRecipe(f.recipe); err != nil {
+	if c.recipe, c.online, err = parseRecipe(f.recipe); err != nil {
 		return c, usageError{err}
 	}
 	switch f.decoder {
@@ -499,7 +500,7 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 	defer done()
 	m, sum, err := convert.Run(ctx, listing, convert.Options{
 		Sink: sink, Format: format, Handler: handler,
-		Recipe: recipe.String(), Seed: f.seed, Copies: f.copies, Order: c.order, Options: opts, Version: version, Source: sourceOf(src),
+		Recipe: recipe.String(), OnlineRecipe: c.online.String(), Seed: f.seed, Copies: f.copies, Order: c.order, Options: opts, Version: version, Source: sourceOf(src),
 		ShardSize: shardSize, ItemsPerShard: f.itemsPerShard, Workers: f.workers, IOWorkers: f.ioWorkers,
 		TaskIndex: taskIndex, TaskCount: taskCount,
 		Resume: f.resume, Overwrite: f.overwrite, Strict: f.strict,

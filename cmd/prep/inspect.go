@@ -376,6 +376,9 @@ func printManifest(w io.Writer, m *manifest.Manifest) {
 		fmt.Fprintf(w, "source: %s\n", m.Source)
 	}
 	fmt.Fprintf(w, "recipe: %s\n", orNone(m.Recipe))
+	if m.OnlineRecipe != "" {
+		fmt.Fprintf(w, "online recipe: %s (prepshards runs it on every sample, every epoch)\n", m.OnlineRecipe)
+	}
 	if len(m.Classes) > 0 {
 		fmt.Fprintf(w, "classes (%d): %s\n", len(m.Classes), strings.Join(first(m.Classes, 20), ", "))
 	}
