@@ -1,13 +1,8 @@
 package augment
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 )
 
 // Separator splits a recipe into the ops convert runs once (before it)
@@ -60,18 +55,8 @@ func (r *Recipe) CheckOnline() error {
 // the online ones, or a map {offline: [...], online: [...]}.
 func ParseFileSplit(name string, data []byte) (offline, online *Recipe, err error) {
 	var doc any
-	switch ext := strings.ToLower(filepath.Ext(name)); ext {
-	case ".json":
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.UseNumber()
-		err = dec.Decode(&doc)
-	case ".yaml", ".yml":
-		err = yaml.Unmarshal(data, &doc)
-	default:
-		return nil, nil, fmt.Errorf("recipe: %s: unknown extension %q (want .yaml, .yml or .json)", name, ext)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("recipe: %s: want a list of ops: %w", name, err)
+	if err := decodeFile(name, data, &doc); err != nil {
+		return nil, nil, err
 	}
 	var off, on []any
 	switch v := doc.(type) {

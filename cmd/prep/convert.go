@@ -682,14 +682,4 @@ func printSummary(w io.Writer, format string, s *convert.Summary) {
 	fmt.Fprintf(w, "manifest: %s\n", s.Manifest)
 }
 
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+func humanBytes(n int64) string { return convert.ByteSize(n) }
