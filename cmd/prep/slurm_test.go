@@ -325,7 +325,9 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 	if err := os.WriteFile(c.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Read by slurmd beside slurm.conf; nothing is constrained.
+	// slurmctld and slurmd read cgroup.conf beside slurm.conf (and stop on a
+	// bad one); with proctrack/linuxproc and task/none no cgroup plugin
+	// loads, so it constrains nothing.
 	cgroup := "CgroupPlugin=autodetect\nConstrainCores=no\nConstrainRAMSpace=no\nConstrainDevices=no\n"
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.conf"), []byte(cgroup), 0o644); err != nil {
 		t.Fatal(err)
