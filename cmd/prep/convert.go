@@ -112,8 +112,8 @@ func addConvertFlags(fl *pflag.FlagSet, f *convertFlags) {
 	fl.Uint64Var(&f.seed, "seed", 0, "random seed: the same inputs, recipe and seed give byte-identical shards")
 	fl.IntVar(&f.copies, "copies", 1, "independently augmented copies of each input")
 	fl.StringVar(&f.order, "order", string(convert.OrderShuffle), "write order: shuffle (copy rounds, each a seeded permutation of the inputs: shards mix classes) or sorted (key order, copies adjacent)")
-	fl.IntVar(&f.taskIndex, "task-index", -1, "this task's index in a distributed run (default from CLOUD_RUN_TASK_INDEX, BATCH_TASK_INDEX, JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID)")
-	fl.IntVar(&f.taskCount, "task-count", 0, "number of tasks in a distributed run (default from CLOUD_RUN_TASK_COUNT, BATCH_TASK_COUNT or SLURM_ARRAY_TASK_COUNT, else 1; required with JOB_COMPLETION_INDEX)")
+	fl.IntVar(&f.taskIndex, "task-index", -1, "this task's index in a distributed run (default from CLOUD_RUN_TASK_INDEX, BATCH_TASK_INDEX, JOB_COMPLETION_INDEX, AWS_BATCH_JOB_ARRAY_INDEX or SLURM_ARRAY_TASK_ID)")
+	fl.IntVar(&f.taskCount, "task-count", 0, "number of tasks in a distributed run (default from CLOUD_RUN_TASK_COUNT, BATCH_TASK_COUNT or SLURM_ARRAY_TASK_COUNT, else 1; required with JOB_COMPLETION_INDEX and AWS_BATCH_JOB_ARRAY_INDEX)")
 	fl.BoolVar(&f.noMerge, "no-merge", false, "in a distributed run, leave manifest.json to prep merge-manifest instead of the last task to finish")
 	fl.BoolVar(&f.resume, "resume", false, "keep finished shards of an earlier run into DST and redo the rest")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "replace an earlier run in DST, or write beside other files")
@@ -161,7 +161,8 @@ func checkMediaFlags(f *convertFlags) error {
 }
 
 // taskEngines are the batch engines' task variables, in the order they are
-// looked at. A Kubernetes Indexed Job gives no count. A Slurm job array
+// looked at. A Kubernetes Indexed Job and an AWS Batch array job give no
+// count. A Slurm job array
 // numbers its tasks from the start of its --array range: the index is
 // SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, and the ids up to
 // SLURM_ARRAY_TASK_MAX must be as many as the tasks, or some index is
@@ -170,6 +171,7 @@ var taskEngines = []taskEngine{
 	{"CLOUD_RUN_TASK_INDEX", "CLOUD_RUN_TASK_COUNT", "", ""},
 	{"BATCH_TASK_INDEX", "BATCH_TASK_COUNT", "", ""},
 	{"JOB_COMPLETION_INDEX", "", "", ""},
+	{"AWS_BATCH_JOB_ARRAY_INDEX", "", "", ""},
 	{"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX"},
 }
 

@@ -40,7 +40,7 @@ var deployFiles = []string{
 
 // taskVars are the variables convert reads its task from (taskFromEnv).
 var taskVars = []string{"CLOUD_RUN_TASK_INDEX", "CLOUD_RUN_TASK_COUNT", "BATCH_TASK_INDEX", "BATCH_TASK_COUNT", "JOB_COMPLETION_INDEX",
-	"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX"}
+	"AWS_BATCH_JOB_ARRAY_INDEX", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX"}
 
 func readDeployFiles(t *testing.T) map[string][]byte {
 	t.Helper()
