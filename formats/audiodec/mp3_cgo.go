@@ -56,6 +56,7 @@ type mp3Source struct {
 	r        io.Reader
 	buf      []byte // input read from r
 	feed     []byte // input not yet given to libmpg123
+	tail     []byte // the input's last bytes, up to tailSize
 	eof      bool   // r is at its end
 	rate     int
 	channels int
@@ -93,7 +94,7 @@ func newMP3(r *bufio.Reader, info mp3Info) (source, error) {
 			if err := s.fill(); err != nil {
 				s.close()
 				if err == io.EOF {
-					return nil, errors.New("damaged MP3: no whole frame in the file; re-encode or remove it")
+					return nil, errors.New("MP3 cut off before its first whole audio frame; copy the file again or remove it")
 				}
 				return nil, err
 			}
@@ -132,6 +133,12 @@ func (s *mp3Source) fill() error {
 	}
 	n, err := io.ReadFull(s.r, s.buf)
 	s.feed = s.buf[:n]
+	if n >= tailSize {
+		s.tail = append(s.tail[:0], s.feed[n-tailSize:]...)
+	} else {
+		s.tail = append(s.tail, s.feed...)
+		s.tail = s.tail[max(0, len(s.tail)-tailSize):]
+	}
 	switch {
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
 		s.eof = true
@@ -199,11 +206,25 @@ func (s *mp3Source) read(dst []float32) (int, error) {
 	}
 }
 
+// tailSize is how many of the input's last bytes mp3Source keeps: more
+// than the largest Layer III frame (1,441 bytes).
+const tailSize = 4096
+
 // end is read's error at the end of the stream: io.EOF, unless samples
-// the Info header announces are missing (a file cut off in a copy).
+// the Info header announces are missing, or the bytes libmpg123 was left
+// with are a frame's start without its end (a file cut off in a copy;
+// ffmpeg decodes such a frame, padding it, and says nothing).
 func (s *mp3Source) end() error {
 	if s.frames > 0 && s.done < s.frames {
 		return fmt.Errorf("MP3 cut off: %d of the %d samples its Info header announces; copy the file again or remove it", s.done, s.frames)
+	}
+	var fill C.long
+	var dfill C.double
+	if C.mpg123_getstate(s.h, C.MPG123_BUFFERFILL, &fill, &dfill) == C.MPG123_OK && fill > 0 && int(fill) <= len(s.tail) {
+		left := s.tail[len(s.tail)-int(fill):]
+		if h, ok := parseMPEGHeader(left); ok && h.layer == 3 && h.rate == s.rate && h.size > len(left) {
+			return fmt.Errorf("MP3 cut off: its last frame has %d of its %d bytes; copy the file again or remove it", len(left), h.size)
+		}
 	}
 	return io.EOF
 }
