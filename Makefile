@@ -7,7 +7,7 @@ GO ?= go
 export GOEXPERIMENT=simd
 BIN := bin/prep
 APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
-            libjpeg62-turbo-dev libpng-dev libwebp-dev libflac-dev python3-h5py python3-pil python3-numpy \
+            libjpeg62-turbo-dev libpng-dev libwebp-dev libflac-dev libmpg123-dev python3-h5py python3-pil python3-numpy \
             python3-torch python3-torchvision python3-pytest ca-certificates qemu-user-static bash-completion python3-venv
 # Debian's interpreter, with the python3-* packages above: the Python reader's
 # tests run on it (a python3 earlier on PATH may lack them).
