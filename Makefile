@@ -114,11 +114,11 @@ bench: build
 # one. CGO_ENABLED=0: libhdf5 and libjpeg-turbo are C, so formats/hdf5,
 # cmd/prep, bench and convert's tests, which link libhdf5, are left out
 # (imgdec falls back to Go's decoders).
-CROSS_BUILD := ./augment/ ./convert/ ./media/ ./cloudsrc/... ./formats/ ./formats/ffmpeg/ ./formats/imgdec/ \
-               ./formats/manifest/ ./formats/npy/ ./formats/tarshard/ ./formats/wav/ ./formats/pcm/ \
-               ./formats/audiodec/ ./bench/gpu/
+CROSS_BUILD := ./augment/ ./convert/ ./media/ ./cloudsrc/... ./formats/ ./media/ffmpeg/ ./formats/imgdec/ \
+               ./formats/manifest/ ./formats/npy/ ./formats/tarshard/ ./formats/wav/ ./media/pcm/ \
+               ./media/audiodec/ ./bench/gpu/
 CROSS_TEST := ./augment/ ./media/ ./cloudsrc/ ./formats/ ./formats/imgdec/ ./formats/manifest/ ./formats/npy/ \
-              ./formats/tarshard/ ./formats/wav/ ./formats/pcm/
+              ./formats/tarshard/ ./formats/wav/ ./media/pcm/
 cross: deps
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build $(CROSS_BUILD)
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet $(CROSS_TEST)

@@ -10,8 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/audiodec"
-	"github.com/prep-dev/prep/formats/pcm"
+	"github.com/prep-dev/prep/media/audiodec"
+	"github.com/prep-dev/prep/media/pcm"
 )
 
 // AudioOptions choose the PCM that audio samples hold.

@@ -18,11 +18,11 @@ import (
 
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/audiodec"
 	"github.com/prep-dev/prep/formats/hdf5"
 	"github.com/prep-dev/prep/formats/manifest"
 	"github.com/prep-dev/prep/formats/tarshard"
 	"github.com/prep-dev/prep/formats/wav"
+	"github.com/prep-dev/prep/media/audiodec"
 )
 
 // convertMedia copies testdata/<dir> into SRC/<class>/ and converts it

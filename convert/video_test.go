@@ -16,7 +16,7 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/ffmpeg"
+	"github.com/prep-dev/prep/media/ffmpeg"
 )
 
 // mediaInput reads testdata/<rel> as the pipeline would: with its local

@@ -18,9 +18,9 @@ import (
 	"math"
 	"os"
 
-	"github.com/prep-dev/prep/formats/ffmpeg"
-	"github.com/prep-dev/prep/formats/pcm"
 	"github.com/prep-dev/prep/formats/wav"
+	"github.com/prep-dev/prep/media/ffmpeg"
+	"github.com/prep-dev/prep/media/pcm"
 )
 
 // Options choose the PCM that Decode returns.

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prep-dev/prep/formats/pcm"
 	"github.com/prep-dev/prep/formats/wav"
 	"github.com/prep-dev/prep/internal/testenv"
+	"github.com/prep-dev/prep/media/pcm"
 )
 
 const audioDir = "../../testdata/audio"

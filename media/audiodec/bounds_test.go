@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/pcm"
 	"github.com/prep-dev/prep/formats/wav"
+	"github.com/prep-dev/prep/media/pcm"
 )
 
 // slowWAV writes a WAV of n frames of a ramp at rate Hz, mono 16-bit.
