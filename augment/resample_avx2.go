@@ -89,7 +89,7 @@ func vRowAVX2(out, pix []byte, off, stride int, ws []int32) int {
 // each column's sums come as two partial pixels, which are added, and
 // the four columns are rounded and stored together. The four columns'
 // taps run in one loop, four pixels of each a step: with a loop of their
-// own each (hSum), the loops' control and slice arithmetic outweighed
+// own each, the loops' control and slice arithmetic outweighed
 // their multiplies, with the 8 to 12 taps of the usual downscale.
 func hRowAVX2(out, row []byte, wt wideTaps, x0, x1 int) int {
 	// Locals rather than wt's fields, as in hRow512.
