@@ -126,7 +126,8 @@ func hRow512(out, row []byte, wt wideTaps, x0, x1 int) int {
 		w0, w1 := ws[x*n:][:n], ws[(x+1)*n:][:n]
 		w2, w3 := ws[(x+2)*n:][:n], ws[(x+3)*n:][:n]
 		var a, b, c, d archsimd.Int32x16
-		for k := 0; k+16 <= n; k += 16 {
+		k := 0
+		for ; k+16 <= n; k += 16 {
 			a = a.Add(mulPixels16(s0[k:k+16], w0[k:k+16]))
 			b = b.Add(mulPixels16(s1[k:k+16], w1[k:k+16]))
 			c = c.Add(mulPixels16(s2[k:k+16], w2[k:k+16]))
@@ -134,6 +135,10 @@ func hRow512(out, row []byte, wt wideTaps, x0, x1 int) int {
 		}
 		a8, b8 := a.GetLo().Add(a.GetHi()), b.GetLo().Add(b.GetHi())
 		c8, d8 := c.GetLo().Add(c.GetHi()), d.GetLo().Add(d.GetHi())
+		if k < n { // the last two pixels (wideTaps), in half vectors
+			a8, b8 = a8.Add(mulLast2(s0, w0)), b8.Add(mulLast2(s1, w1))
+			c8, d8 = c8.Add(mulLast2(s2, w2)), d8.Add(mulLast2(s3, w3))
+		}
 		ab := a8.Select128FromPair(0, 2, b8).Add(a8.Select128FromPair(1, 3, b8))
 		cd := c8.Select128FromPair(0, 2, d8).Add(c8.Select128FromPair(1, 3, d8))
 		var v archsimd.Int32x16
