@@ -90,7 +90,8 @@ fuzz:
 	GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
 
 # The GCS benchmarks add 20 ms to each of 2,000 requests: one round each.
-# bench-images.py converts 300 real photos (made once into out/benchphotos by
+# bench-images.py converts 300 real photos of 300-4,000 px and 1,000 of
+# 300-1,600 px (made once into out/benchphotos and out/benchphotos-small by
 # scripts/benchphotos.py from Debian packages) with prep and with a typical
 # PIL + h5py script, with and without Image.draft; bench-audio.py converts
 # 200 real clips (out/benchaudio, by scripts/benchaudio.py) with prep and

@@ -12,20 +12,34 @@ type Buffers struct {
 	imgs []*image.NRGBA // the first used are handed out in this call
 	used int
 	acc  []int32
-	taps map[tapsKey]taps
+	// taps are the weights computed, most recently used first; their
+	// memory is reused for new ones once maxTaps are kept.
+	taps    []cachedTaps
+	scratch tapsScratch
 }
 
 // tapsKey names a set of weights: destination and source size, the span
-// of the source mapped, and whether they carry the SIMD layout.
+// of the source mapped, the destination window [from, to) they are for,
+// and whether they carry the SIMD layout.
 type tapsKey struct {
 	dst, src int
 	sp       span
+	from, to int
 	wide     bool
 }
 
-// maxTaps bounds the weights kept: a dataset of many image sizes would
-// otherwise keep one set per size pair.
-const maxTaps = 64
+type cachedTaps struct {
+	key tapsKey
+	t   taps
+}
+
+// maxTaps bounds the weights kept: datasets of one size (or a few) hit
+// them every time; for photos of many sizes they are computed per image,
+// and keeping more only held memory (64 sets kept 10 MB a worker, a
+// fifth of a small-photo run's heap). It must be at least 2: a resize
+// uses two sets at once, and the second must not reuse the first's
+// memory (the one used last is never the one reused).
+const maxTaps = 8
 
 // reset starts a call: every buffer handed out before may be reused.
 func (b *Buffers) reset() {
@@ -67,28 +81,39 @@ func (b *Buffers) accum(n int) []int32 {
 	return b.acc
 }
 
-// weights returns makeSpanTaps(dstSize, srcSize, sp), computed once per
-// size pair and span. wide also lays them out for the SIMD horizontal pass
-// (taps.wide) where it runs: only resampleH reads that layout, which costs
-// about 4 times the weights' memory.
-func (b *Buffers) weights(dstSize, srcSize int, sp span, wide bool) taps {
+// weights returns makeSpanTaps(dstSize, srcSize, sp, from, to): the
+// weights of destination pixels from to to-1 (index 0 is from), computed
+// once per size pair, span and window. wide also lays them out for the
+// SIMD horizontal pass (taps.wide) where it runs: only resampleH reads
+// that layout, which costs about 4 times the weights' memory.
+func (b *Buffers) weights(dstSize, srcSize int, sp span, from, to int, wide bool) taps {
 	wide = wide && usePath != scalarPath // the scalar passes share one layout
-	k := tapsKey{dstSize, srcSize, sp, wide}
-	if b != nil {
-		if t, ok := b.taps[k]; ok {
-			return t
-		}
-	}
-	t := makeSpanTaps(dstSize, srcSize, sp)
-	if wide {
-		t.wide = widen(t, srcSize)
-	}
+	k := tapsKey{dstSize, srcSize, sp, from, to, wide}
 	if b == nil {
+		t := makeSpanTaps(dstSize, srcSize, sp, from, to, nil, taps{})
+		if wide {
+			t.wide = widen(t, srcSize, wideTaps{})
+		}
 		return t
 	}
-	if b.taps == nil || len(b.taps) >= maxTaps {
-		b.taps = map[tapsKey]taps{}
+	for i, c := range b.taps {
+		if c.key == k {
+			copy(b.taps[1:i+1], b.taps[:i]) // most recent first
+			b.taps[0] = c
+			return c.t
+		}
 	}
-	b.taps[k] = t
+	var reuse taps // the least recently used set's memory
+	if len(b.taps) < maxTaps {
+		b.taps = append(b.taps, cachedTaps{})
+	} else {
+		reuse = b.taps[len(b.taps)-1].t
+	}
+	copy(b.taps[1:], b.taps[:len(b.taps)-1])
+	t := makeSpanTaps(dstSize, srcSize, sp, from, to, &b.scratch, reuse)
+	if wide {
+		t.wide = widen(t, srcSize, reuse.wide)
+	}
+	b.taps[0] = cachedTaps{k, t}
 	return t
 }

@@ -1,9 +1,11 @@
 package augment
 
 import (
+	"encoding/binary"
 	"fmt"
 	"image"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -394,11 +396,16 @@ func mirror(img *image.NRGBA, vertical bool, buf *Buffers) *image.NRGBA {
 			copy(d, s)
 			continue
 		}
-		for x, j := 0, 4*(w-1); x < 4*w; x, j = x+4, j-4 {
-			p := s[j : j+4 : j+4]
-			q := d[x : x+4 : x+4]
-			q[0], q[1], q[2], q[3] = p[0], p[1], p[2], p[3]
+		// Two pixels a step: the 8 bytes of source pixels w-2-x and
+		// w-1-x, their halves swapped, are destination pixels x and x+1
+		// (a byte at a time this was 1.3% of a small-photo convert).
+		// The slices shrink rather than being indexed: fewer bounds checks.
+		for len(s) >= 8 && len(d) >= 8 {
+			v := binary.LittleEndian.Uint64(s[len(s)-8:])
+			binary.LittleEndian.PutUint64(d, bits.RotateLeft64(v, 32))
+			s, d = s[:len(s)-8], d[8:]
 		}
+		copy(d, s) // an odd width's last pixel: the first
 	}
 	return dst
 }

@@ -391,8 +391,13 @@ func TestResizeCropFused(t *testing.T) {
 func TestMirrorMatchesImaging(t *testing.T) {
 	img := noiseImage(37, 23, 3)
 	sub := img.SubImage(image.Rect(3, 2, 30, 21)).(*image.NRGBA)
+	evenSub := img.SubImage(image.Rect(4, 1, 36, 22)).(*image.NRGBA)
+	srcs := []*image.NRGBA{img, sub, img, evenSub}
+	for _, w := range []int{1, 2, 3, 224} { // widths around the two-pixel steps
+		srcs = append(srcs, noiseImage(w, 5, uint64(w)))
+	}
 	var buf Buffers
-	for _, src := range []*image.NRGBA{img, sub, img} {
+	for _, src := range srcs {
 		for _, v := range []bool{false, true} {
 			want := imaging.FlipH(src)
 			if v {

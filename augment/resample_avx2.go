@@ -89,7 +89,7 @@ func vRowAVX2(out, pix []byte, off, stride int, ws []int32) int {
 // each column's sums come as two partial pixels, which are added, and
 // the four columns are rounded and stored together. The four columns'
 // taps run in one loop, four pixels of each a step: with a loop of their
-// own each (hSum), the loops' control and slice arithmetic outweighed
+// own each, the loops' control and slice arithmetic outweighed
 // their multiplies, with the 8 to 12 taps of the usual downscale.
 func hRowAVX2(out, row []byte, wt wideTaps, x0, x1 int) int {
 	// Locals rather than wt's fields, as in hRow512.
@@ -102,11 +102,18 @@ func hRowAVX2(out, row []byte, wt wideTaps, x0, x1 int) int {
 		w0, w1 := ws[x*n:][:n], ws[(x+1)*n:][:n]
 		w2, w3 := ws[(x+2)*n:][:n], ws[(x+3)*n:][:n]
 		var a, b, c, d archsimd.Int32x8
-		for k := 0; k+16 <= n; k += 16 {
+		k := 0
+		for ; k+16 <= n; k += 16 {
 			a = a.Add(mulPixels(s0[k:k+16], w0[k:k+16]))
 			b = b.Add(mulPixels(s1[k:k+16], w1[k:k+16]))
 			c = c.Add(mulPixels(s2[k:k+16], w2[k:k+16]))
 			d = d.Add(mulPixels(s3[k:k+16], w3[k:k+16]))
+		}
+		if k < n { // the last two pixels (wideTaps)
+			a = a.Add(mulLast2(s0, w0))
+			b = b.Add(mulLast2(s1, w1))
+			c = c.Add(mulLast2(s2, w2))
+			d = d.Add(mulLast2(s3, w3))
 		}
 		ab := a.Select128FromPair(0, 2, b).Add(a.Select128FromPair(1, 3, b))
 		cd := c.Select128FromPair(0, 2, d).Add(c.Select128FromPair(1, 3, d))
@@ -114,6 +121,15 @@ func hRowAVX2(out, row []byte, wt wideTaps, x0, x1 int) int {
 	}
 	archsimd.ClearAVXUpperBits()
 	return x
+}
+
+// mulLast2 returns the last two RGBA pixels of src (at least 16 bytes)
+// weighted by the last 8 weights of ws (four a pixel), one lane a byte:
+// two pixels' worth of partial sums, as mulPixels gives. It loads the
+// last 16 bytes and keeps their upper half, so as not to read past src.
+func mulLast2(src []byte, ws []int32) archsimd.Int32x8 {
+	_, hi := widen8(archsimd.LoadUint8x16Slice(src[len(src)-16:]))
+	return hi.Mul(archsimd.LoadInt32x8Slice(ws[len(ws)-8:]))
 }
 
 // mulPixels returns the four RGBA pixels of src (16 bytes) weighted by ws

@@ -110,7 +110,10 @@ func vRow512(out, pix []byte, off, stride int, ws []int32) int {
 // hRow512 is hRowSIMD in AVX-512, four columns at a time: each column's
 // taps are multiplied four pixels a vector with the wide taps, the
 // vector's four partial pixels are summed, and four columns are rounded
-// and stored together.
+// and stored together. The four columns' taps run in one loop, as in
+// hRowAVX2: with a loop of their own each, the loops' control
+// outweighed their multiplies with the 5 to 12 taps of small photos'
+// downscales (BenchmarkResizePhotos, AVX-512: see docs/PERFORMANCE.md).
 func hRow512(out, row []byte, wt wideTaps, x0, x1 int) int {
 	// Locals rather than wt's fields: copies of the struct in the loop
 	// were made with SSE moves, which with the AVX-512 registers' upper
@@ -118,12 +121,26 @@ func hRow512(out, row []byte, wt wideTaps, x0, x1 int) int {
 	n, starts, ws := wt.n*4, wt.start[x0:x1], wt.w[x0*wt.n*4:x1*wt.n*4]
 	x := 0
 	for ; x+4 <= len(starts); x += 4 {
-		a := hSum(row[starts[x]*4:][:n], ws[x*n:][:n])
-		b := hSum(row[starts[x+1]*4:][:n], ws[(x+1)*n:][:n])
-		c := hSum(row[starts[x+2]*4:][:n], ws[(x+2)*n:][:n])
-		d := hSum(row[starts[x+3]*4:][:n], ws[(x+3)*n:][:n])
-		ab := a.Select128FromPair(0, 2, b).Add(a.Select128FromPair(1, 3, b))
-		cd := c.Select128FromPair(0, 2, d).Add(c.Select128FromPair(1, 3, d))
+		s0, s1 := row[starts[x]*4:][:n], row[starts[x+1]*4:][:n]
+		s2, s3 := row[starts[x+2]*4:][:n], row[starts[x+3]*4:][:n]
+		w0, w1 := ws[x*n:][:n], ws[(x+1)*n:][:n]
+		w2, w3 := ws[(x+2)*n:][:n], ws[(x+3)*n:][:n]
+		var a, b, c, d archsimd.Int32x16
+		k := 0
+		for ; k+16 <= n; k += 16 {
+			a = a.Add(mulPixels16(s0[k:k+16], w0[k:k+16]))
+			b = b.Add(mulPixels16(s1[k:k+16], w1[k:k+16]))
+			c = c.Add(mulPixels16(s2[k:k+16], w2[k:k+16]))
+			d = d.Add(mulPixels16(s3[k:k+16], w3[k:k+16]))
+		}
+		a8, b8 := a.GetLo().Add(a.GetHi()), b.GetLo().Add(b.GetHi())
+		c8, d8 := c.GetLo().Add(c.GetHi()), d.GetLo().Add(d.GetHi())
+		if k < n { // the last two pixels (wideTaps), in half vectors
+			a8, b8 = a8.Add(mulLast2(s0, w0)), b8.Add(mulLast2(s1, w1))
+			c8, d8 = c8.Add(mulLast2(s2, w2)), d8.Add(mulLast2(s3, w3))
+		}
+		ab := a8.Select128FromPair(0, 2, b8).Add(a8.Select128FromPair(1, 3, b8))
+		cd := c8.Select128FromPair(0, 2, d8).Add(c8.Select128FromPair(1, 3, d8))
 		var v archsimd.Int32x16
 		fixed8x16(v.SetLo(ab).SetHi(cd)).StoreSlice(out[x*4:])
 	}
@@ -131,17 +148,8 @@ func hRow512(out, row []byte, wt wideTaps, x0, x1 int) int {
 	return x
 }
 
-// hSum returns the sums of the RGBA pixels in src weighted by ws (four
-// weights a pixel) as two halves of four lanes, each one RGBA pixel's
-// worth of partial sums.
-func hSum(src []byte, ws []int32) archsimd.Int32x8 {
-	var acc archsimd.Int32x16
-	// Advancing the slices rather than indexing them left the compiler
-	// fewer values to keep, and spill, in the loop: 10% off the pass.
-	for len(src) >= 16 && len(ws) >= 16 {
-		px := archsimd.LoadUint8x16Slice(src).ExtendToUint32().AsInt32x16()
-		acc = acc.Add(px.Mul(archsimd.LoadInt32x16Slice(ws)))
-		src, ws = src[16:], ws[16:]
-	}
-	return acc.GetLo().Add(acc.GetHi())
+// mulPixels16 returns the four RGBA pixels of src (16 bytes) weighted by
+// ws (four weights a pixel), one lane a byte.
+func mulPixels16(src []byte, ws []int32) archsimd.Int32x16 {
+	return archsimd.LoadUint8x16Slice(src).ExtendToUint32().AsInt32x16().Mul(archsimd.LoadInt32x16Slice(ws))
 }

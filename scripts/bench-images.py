@@ -2,11 +2,12 @@
 """prep convert against a typical PIL + h5py script, on real photos.
 
     /usr/bin/python3 scripts/bench-images.py [--prep bin/prep] [--runs 3] [--workers 2]
-        [--variant 'avx2 GODEBUG=cpu.avx512f=off' ...]
+        [--sets large,small] [--variant 'avx2 GODEBUG=cpu.avx512f=off' ...]
 
-Makes the photo set first (scripts/benchphotos.py: skipped when made), reads
-every file once so the page cache is warm, then runs, --runs times in a
-rotating order:
+For each photo set (large: out/benchphotos, 300 photos of 300-4000 px;
+small: out/benchphotos-small, 1,000 photos of 300-1600 px), makes the set
+first (scripts/benchphotos.py: skipped when made), reads every file once so
+the page cache is warm, then runs, --runs times in a rotating order:
 
   prep     prep convert SET DST --recipe resize=256,crop=224,hflip=0.5 --workers W
   typical  python/bench/peer_convert.py SET OUT.h5 --workers W  (Pool(W), PIL, h5py)
@@ -44,12 +45,19 @@ PEER = os.path.join(REPO, "python", "bench", "peer_convert.py")
 MAKE_SET = os.path.join(REPO, "scripts", "benchphotos.py")
 RECIPE = "resize=256,crop=224,hflip=0.5"
 GOALS = {"typical": (2.5, 4.0), "draft": (1.5, 2.5)}
+# name -> (folder, benchphotos.py flags)
+SETS = {
+    "large": (os.path.join(REPO, "out", "benchphotos"), []),
+    "small": (os.path.join(REPO, "out", "benchphotos-small"), ["--small"]),
+}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prep", default=os.path.join(REPO, "bin", "prep"))
-    ap.add_argument("--set", default=os.path.join(REPO, "out", "benchphotos"))
+    ap.add_argument("--sets", default="large,small",
+                    help="which photo sets, comma-separated: large (out/benchphotos), "
+                    "small (out/benchphotos-small)")
     ap.add_argument("--out", default=os.path.join(REPO, "out", "bench-images"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
@@ -58,20 +66,29 @@ def main():
     ap.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     a = ap.parse_args()
 
-    subprocess.run([sys.executable, MAKE_SET, "--out", a.set], check=True)
-    files = photo_files(a.set)
+    sets = [s.strip() for s in a.sets.split(",") if s.strip()]
+    for name in sets:
+        if name not in SETS:
+            sys.exit(f"bench-images: unknown set {name!r} in --sets (want large, small)")
     print_machine(a.prep)
-    benchlib.warm(files)
-    cases = build_cases(a)
-    os.makedirs(a.out, exist_ok=True)
-    runs = {c["name"]: [] for c in cases}
-    load0 = os.getloadavg()[0]
-    for r in range(a.runs):
-        k = r % len(cases)
-        for c in cases[k:] + cases[:k]:
-            runs[c["name"]].append(timed(c, len(files)))
-    load1 = os.getloadavg()[0]
-    report(runs, len(files), a, load0, load1)
+    results = {}
+    for name in sets:
+        path, flags = SETS[name]
+        subprocess.run([sys.executable, MAKE_SET, "--out", path] + flags, check=True)
+        files = photo_files(path)
+        benchlib.warm(files)
+        cases = build_cases(a, path)
+        os.makedirs(a.out, exist_ok=True)
+        runs = {c["name"]: [] for c in cases}
+        load0 = os.getloadavg()[0]
+        for r in range(a.runs):
+            k = r % len(cases)
+            for c in cases[k:] + cases[:k]:
+                runs[c["name"]].append(timed(c, len(files)))
+        load1 = os.getloadavg()[0]
+        results[name] = report(name, runs, len(files), a, load0, load1)
+    if a.json:
+        print(json.dumps(results))
 
 
 def photo_files(root):
@@ -89,11 +106,11 @@ def print_machine(prep):
           f"h5py {h5py.__version__}")
 
 
-def build_cases(a):
+def build_cases(a, photos):
     dst = os.path.join(a.out, "prep")
-    prep = [a.prep, "convert", a.set, dst, "--recipe", RECIPE,
+    prep = [a.prep, "convert", photos, dst, "--recipe", RECIPE,
             "--workers", str(a.workers), "--seed", "1"]
-    peer = [sys.executable, PEER, a.set]
+    peer = [sys.executable, PEER, photos]
     cases = [
         dict(name="prep", cmd=prep, env={}, clean=dst),
         dict(name="typical", cmd=peer + [os.path.join(a.out, "typical.h5"),
@@ -141,8 +158,8 @@ def check_count(case, n):
         sys.exit(f"bench-images: {case['name']} wrote {got} samples, want {n}")
 
 
-def report(runs, n, a, load0, load1):
-    print(f"{n} photos, {a.runs} runs each, --workers {a.workers}, recipe {RECIPE}; "
+def report(set_name, runs, n, a, load0, load1):
+    print(f"set {set_name}: {n} photos, {a.runs} runs each, --workers {a.workers}, recipe {RECIPE}; "
           f"load average {load0:.1f} before, {load1:.1f} after")
     print(f"  {'case':<14} {'images/s':>9} {'runs (images/s)':<26} {'CPU s':>6} "
           f"{'images/CPU-s':>12}")
@@ -166,8 +183,7 @@ def report(runs, n, a, load0, load1):
             result["ratios"][f"{name}/{peer}"] = {"wall": round(wall, 2), "cpu": round(cpu, 2)}
             print(f"  {name}/{peer}: {wall:.2f} (by CPU time {cpu:.2f}; "
                   f"goal >= {goal}, moonshot {moon})")
-    if a.json:
-        print(json.dumps(result))
+    return result
 
 
 if __name__ == "__main__":

@@ -1,17 +1,22 @@
 #!/usr/bin/python3
 """Make the real-photo benchmark set: out/benchphotos/<class>/<file>.
 
-    /usr/bin/python3 scripts/benchphotos.py [--out out/benchphotos] [--cache out/benchphotos-src]
+    /usr/bin/python3 scripts/benchphotos.py [--small] [--out DIR] [--cache out/benchphotos-src]
 
 Downloads six Debian packages that ship photographs (apt-get download, no
 install), extracts the 55 photos listed in SOURCES and the packages'
-copyright files into out/benchphotos-src/<package>/, and derives COUNT files
+copyright files into out/benchphotos-src/<package>/, and derives 300 files
 from them with a fixed seed: a random crop of each photo (60-100% of each
 side) resized with Lanczos to a long side of 300-4000 px (never larger than
 the crop), saved as JPEG q75-95 (70% baseline, 30% progressive;
 4:2:0, 4:2:2 or 4:4:4), greyscale JPEG, Adobe CMYK JPEG or RGB PNG. The class
 of a file is the package its photo came from. scripts/benchphotos.md lists the
 photos, their authors and licences.
+
+--small makes the second set, out/benchphotos-small: 1,000 files of the same
+kinds in the same shares, from the same photos, with another seed and a long
+side of 300-1600 px (web images, product photos, datasets stored at reduced
+size), where per-image costs weigh more than on camera-sized photos.
 
 Needs Debian's python3-pil and apt-get. Idempotent: a set made by the same
 VERSION is left alone (out/benchphotos.stamp); the set is written under
@@ -34,19 +39,23 @@ import PIL
 from PIL import Image, ImageOps
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-# VERSION changes whenever the set this script makes changes.
-VERSION = 1
-SEED = 20261125
-COUNT = 300
-MIN_SIDE, MAX_SIDE = 300, 4000
+# VERSION changes whenever the sets this script makes change (2: the small
+# set added; the large one kept its bytes).
+VERSION = 2
 PNG_MAX_SIDE = 1600  # a 4000-px photo as PNG is ~25 MB: keep PNGs modest
-
-# Exact counts of each kind, out of COUNT; the rest are colour JPEGs.
-KINDS = {"grey": 30, "cmyk": 6, "png": 15}
 PROGRESSIVE = 0.30  # share of the JPEGs
 SUBSAMPLING = [("4:2:0", 2, 0.65), ("4:2:2", 1, 0.10), ("4:4:4", 0, 0.25)]
-# Long side: ImageNet-like small photos, then camera-sized ones.
-SIZE_BANDS = [(300, 800, 0.45), (800, 2000, 0.35), (2000, 4000, 0.20)]
+
+# name -> seed, file count, exact counts of each kind (the rest are colour
+# JPEGs), long-side bands (lo, hi, share; log-uniform within a band).
+SETS = {
+    # ImageNet-like small photos, then camera-sized ones.
+    "large": dict(seed=20261125, count=300, kinds={"grey": 30, "cmyk": 6, "png": 15},
+                  bands=[(300, 800, 0.45), (800, 2000, 0.35), (2000, 4000, 0.20)]),
+    # The photos most datasets hold: web and product images, reduced copies.
+    "small": dict(seed=20261205, count=1000, kinds={"grey": 100, "cmyk": 20, "png": 50},
+                  bands=[(300, 1600, 1.0)]),
+}
 
 # package -> (class, folder inside the package, [photo files]). Only
 # photographs: the packages' drawings and renders are left out.
@@ -83,18 +92,25 @@ SOURCES = {
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=os.path.join(REPO, "out", "benchphotos"))
+    ap.add_argument("--small", action="store_true",
+                    help="make the small set (300-1600 px) instead of the large one")
+    ap.add_argument("--out", help="where to make the set (default out/benchphotos, "
+                    "or out/benchphotos-small with --small)")
     ap.add_argument("--cache", default=os.path.join(REPO, "out", "benchphotos-src"),
                     help="where the extracted photos and copyright files are kept")
     a = ap.parse_args()
+    name = "small" if a.small else "large"
+    spec = SETS[name]
+    if a.out is None:
+        a.out = os.path.join(REPO, "out", "benchphotos-small" if a.small else "benchphotos")
 
     stamp = a.out.rstrip("/") + ".stamp"
-    want = stamp_text()
+    want = stamp_text(name, spec)
     if os.path.isdir(a.out) and read(stamp) == want:
         print(f"benchphotos: {a.out} is up to date ({want.strip()})")
         return
     photos = fetch_photos(a.cache)
-    specs = plan(photos)
+    specs = plan(photos, spec)
     tmp = a.out.rstrip("/") + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     made = make(specs, tmp)
@@ -103,11 +119,12 @@ def main():
     write_list(a.out.rstrip("/") + ".txt", made)
     with open(stamp, "w") as f:
         f.write(want)
-    summarise(a.out, made)
+    summarise(a.out, made, spec["bands"])
 
 
-def stamp_text():
-    return f"benchphotos v{VERSION} seed {SEED} count {COUNT} pillow {PIL.__version__}\n"
+def stamp_text(name, spec):
+    return (f"benchphotos v{VERSION} set {name} seed {spec['seed']} count {spec['count']} "
+            f"pillow {PIL.__version__}\n")
 
 
 def read(path):
@@ -177,18 +194,18 @@ def extract(deb, want, dest):
             f.write(data)
 
 
-def plan(photos):
+def plan(photos, spec):
     """Draw every file's kind, size, source, crop and encoding, in order."""
-    rng = random.Random(SEED)
+    rng = random.Random(spec["seed"])
     sizes = {p[3]: Image.open(p[3]).size for p in photos}
-    kinds = sum(([k] * n for k, n in KINDS.items()), [])
-    kinds += ["rgb"] * (COUNT - len(kinds))
+    kinds = sum(([k] * n for k, n in spec["kinds"].items()), [])
+    kinds += ["rgb"] * (spec["count"] - len(kinds))
     rng.shuffle(kinds)
     jpegs = [i for i, k in enumerate(kinds) if k != "png"]
     progressive = set(rng.sample(jpegs, round(len(jpegs) * PROGRESSIVE)))
     specs = []
     for i, kind in enumerate(kinds):
-        target = draw_side(rng, PNG_MAX_SIDE if kind == "png" else MAX_SIDE)
+        target = draw_side(rng, spec["bands"], PNG_MAX_SIDE if kind == "png" else None)
         # never upscale: only photos at least as large as the target
         fit = [p for p in photos if max(sizes[p[3]]) >= target]
         cls, pkg, name, path = rng.choice(fit)
@@ -203,13 +220,13 @@ def plan(photos):
     return specs
 
 
-def draw_side(rng, cap):
+def draw_side(rng, bands, cap=None):
     r, acc = rng.random(), 0.0
-    for lo, hi, share in SIZE_BANDS:
+    for lo, hi, share in bands:
         acc += share
-        if r < acc or hi == SIZE_BANDS[-1][1]:
+        if r < acc or hi == bands[-1][1]:
             break
-    hi = min(hi, cap)
+    hi = min(hi, cap or hi)
     lo = min(lo, hi)
     return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
 
@@ -284,7 +301,7 @@ def write_list(path, made):
             f.write(f"{m['file']}\t{m['size'][0]}x{m['size'][1]}\t{m['desc']}\t{m['source']}\n")
 
 
-def summarise(out, made):
+def summarise(out, made, size_bands):
     jpeg = [m for m in made if m["kind"] != "png"]
     rgb = [m for m in made if m["kind"] == "rgb"]
     count = collections.Counter
@@ -297,7 +314,7 @@ def summarise(out, made):
     print(f"  JPEG: {sum(not m['progressive'] for m in jpeg)} baseline, "
           f"{sum(m['progressive'] for m in jpeg)} progressive; colour JPEG subsampling:",
           dict(sorted(count(m["subsampling"] for m in rgb).items())))
-    bands = count(next(f"{lo}-{hi}" for lo, hi, _ in SIZE_BANDS if l <= hi) for l in longs)
+    bands = count(next(f"{lo}-{hi}" for lo, hi, _ in size_bands if l <= hi) for l in longs)
     print("  long side (px):", dict(bands))
 
 

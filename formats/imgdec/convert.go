@@ -3,6 +3,7 @@ package imgdec
 import (
 	"image"
 	"image/color"
+	"sync"
 )
 
 // toNRGBA converts what image/jpeg and image/png return into 8-bit,
@@ -143,12 +144,32 @@ func cmykToRGBA(img *image.NRGBA, inverted bool) {
 	if inverted {
 		inv = 0xFF
 	}
+	t := cmykTable()
 	w, h := img.Rect.Dx(), img.Rect.Dy()
 	for y := 0; y < h; y++ {
 		row := img.Pix[y*img.Stride : y*img.Stride+4*w]
-		for x := 0; x < len(row); x += 4 {
-			r, g, b := color.CMYKToRGB(row[x]^inv, row[x+1]^inv, row[x+2]^inv, row[x+3]^inv)
-			row[x], row[x+1], row[x+2], row[x+3] = r, g, b, 0xFF
+		for len(row) >= 4 {
+			p := row[:4:4]
+			k := uint16(p[3] ^ inv)
+			p[0], p[1], p[2], p[3] = t[uint16(p[0]^inv)<<8|k], t[uint16(p[1]^inv)<<8|k], t[uint16(p[2]^inv)<<8|k], 0xFF
+			row = row[4:]
 		}
 	}
 }
+
+// cmykTable returns the table t[ink<<8|black] of the channel
+// color.CMYKToRGB makes of an ink and the black: each of its channels
+// depends on those two alone. Looked up rather than computed per pixel,
+// whose divisions made converting a CMYK photo cost about as much as
+// decoding it (1% of a convert of the small bench photos, 2% of them
+// CMYK). Built on first use, 64 KiB.
+var cmykTable = sync.OnceValue(func() *[1 << 16]uint8 {
+	t := new([1 << 16]uint8)
+	for ink := range 256 {
+		for k := range 256 {
+			r, _, _ := color.CMYKToRGB(uint8(ink), 0, 0, uint8(k))
+			t[ink<<8|k] = r
+		}
+	}
+	return t
+})

@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -71,6 +72,32 @@ func TestInfoOpaque(t *testing.T) {
 			}
 			if info.Opaque && !img.Opaque() {
 				t.Errorf("%s (%s): Info.Opaque for an image with transparency", name, dec)
+			}
+		}
+	}
+}
+
+// TestCMYKToRGBA checks the table conversion of libjpeg's CMYK output
+// against color.CMYKToRGB for every ink and black value of each channel
+// (each output channel depends on its ink and the black alone), plain and
+// inverted as in Adobe's files, and that alpha comes out opaque.
+func TestCMYKToRGBA(t *testing.T) {
+	for _, inverted := range []bool{false, true} {
+		img := image.NewNRGBA(image.Rect(0, 0, 256, 256))
+		for i := 0; i < len(img.Pix); i += 4 {
+			v, k := uint8(i/4>>8), uint8(i/4)
+			img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = v, 255-v, v^0x5A, k
+		}
+		orig := slices.Clone(img.Pix)
+		cmykToRGBA(img, inverted)
+		var inv uint8
+		if inverted {
+			inv = 0xFF
+		}
+		for i := 0; i < len(orig); i += 4 {
+			r, g, b := color.CMYKToRGB(orig[i]^inv, orig[i+1]^inv, orig[i+2]^inv, orig[i+3]^inv)
+			if got := img.Pix[i : i+4]; got[0] != r || got[1] != g || got[2] != b || got[3] != 0xFF {
+				t.Fatalf("inverted=%v: CMYK %v gave RGBA %v, want %v %v %v 255", inverted, orig[i:i+4], got, r, g, b)
 			}
 		}
 	}
