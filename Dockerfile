@@ -4,7 +4,7 @@
 #   docker run --rm prep convert gs://BUCKET/raw gs://BUCKET/shards --recipe "resize=256,crop=224" --seed 7
 #
 # Build stage: cgo for libhdf5, libpng, libFLAC and libmpg123 (linked dynamically) and
-# libjpeg-turbo (linked statically, formats/imgdec/turbo.go).
+# libjpeg-turbo (linked statically, media/imgdec/turbo.go).
 FROM golang:1.26-bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libhdf5-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libflac-dev libmpg123-dev pkg-config \

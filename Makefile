@@ -60,7 +60,7 @@ vet:
 test: deps vet build
 	@mkdir -p out && : > out/test-skips
 	PREP_TEST_SKIPS=$(CURDIR)/out/test-skips $(GO) test -race -count=1 -timeout 15m ./...
-	$(GO) test -count=1 -tags noprepentropy ./formats/imgdec/
+	$(GO) test -count=1 -tags noprepentropy ./media/imgdec/
 	$(MAKE) --no-print-directory test-slurm
 	PREP_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 	GO=$(GO) scripts/fuzz.sh $(FUZZTIME_TEST)
@@ -115,17 +115,17 @@ bench: build
 # one. CGO_ENABLED=0: libhdf5 and libjpeg-turbo are C, so formats/hdf5,
 # cmd/prep, bench and convert's tests, which link libhdf5, are left out
 # (imgdec falls back to Go's decoders).
-CROSS_BUILD := ./augment/ ./convert/ ./media/ ./cloudsrc/... ./formats/ ./media/ffmpeg/ ./formats/imgdec/ \
+CROSS_BUILD := ./augment/ ./convert/ ./media/ ./cloudsrc/... ./formats/ ./media/ffmpeg/ ./media/imgdec/ \
                ./formats/manifest/ ./formats/npy/ ./formats/tarshard/ ./formats/wav/ ./media/pcm/ \
                ./media/audiodec/ ./bench/gpu/
-CROSS_TEST := ./augment/ ./media/ ./cloudsrc/ ./formats/ ./formats/imgdec/ ./formats/manifest/ ./formats/npy/ \
+CROSS_TEST := ./augment/ ./media/ ./cloudsrc/ ./formats/ ./media/imgdec/ ./formats/manifest/ ./formats/npy/ \
               ./formats/tarshard/ ./formats/wav/ ./media/pcm/
 cross: deps
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build $(CROSS_BUILD)
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet $(CROSS_TEST)
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static $(CROSS_TEST)
 
-# cross-cgo builds formats/imgdec for arm64 with cgo, so with libjpeg-turbo,
+# cross-cgo builds media/imgdec for arm64 with cgo, so with libjpeg-turbo,
 # libpng and prep's own entropy decoders in C (phuff.h, shuff.h, which make
 # cross leaves out), and runs its decoder tests under qemu-user-static: the
 # same pixels as libjpeg-turbo's NEON build, on well-formed and damaged
@@ -136,8 +136,8 @@ cross-cgo: deps
 	@dpkg --print-foreign-architectures | grep -qx arm64 || $(SUDO) dpkg --add-architecture arm64
 	$(call apt_install,$(CROSS_CGO_PKGS))
 	mkdir -p out
-	CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc GOARCH=arm64 $(GO) test -c -o out/imgdec-arm64.test ./formats/imgdec/
-	cd formats/imgdec && qemu-aarch64-static ../../out/imgdec-arm64.test -test.count=1 \
+	CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc GOARCH=arm64 $(GO) test -c -o out/imgdec-arm64.test ./media/imgdec/
+	cd media/imgdec && qemu-aarch64-static ../../out/imgdec-arm64.test -test.count=1 \
 	  -test.run 'SameCoefficients|EntropyDamaged|DropACScans|ScaledMatchesFull|PixelsMatchPillow|PNGDecodersAgree'
 
 demo: build

@@ -18,8 +18,8 @@ import (
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/formats/hdf5"
-	"github.com/prep-dev/prep/formats/imgdec"
 	"github.com/prep-dev/prep/internal/testenv"
+	"github.com/prep-dev/prep/media/imgdec"
 )
 
 // benchPhotos loads the testdata photos in key order, the order in which
@@ -106,7 +106,7 @@ func (a *allocMeter) report(b *testing.B, samples int) {
 // benchCopies times, decoded with the MinSide the recipe asks for, so
 // decode-only for libjpeg-turbo is the DCT-scaled decode that convert
 // does. Mpix/s counts stored (input) pixels, as BenchmarkDecode in
-// formats/imgdec does, so a scaled decode shows its saving.
+// media/imgdec does, so a scaled decode shows its saving.
 //
 // The ratios/workers=W cases time the four measures in turn inside one
 // loop, so that other load on the machine slows them alike, and report

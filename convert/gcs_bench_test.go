@@ -14,7 +14,7 @@ import (
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/cloudsrc/gcstest"
 	"github.com/prep-dev/prep/formats/hdf5"
-	"github.com/prep-dev/prep/formats/imgdec"
+	"github.com/prep-dev/prep/media/imgdec"
 )
 
 // BenchmarkGCSConvert converts 2,000 small images from a bucket behind a

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/imgdec"
+	"github.com/prep-dev/prep/media/imgdec"
 )
 
 // ImageDecoder decodes one image file; minSide lets it decode smaller

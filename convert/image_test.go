@@ -14,7 +14,7 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/formats/hdf5"
-	"github.com/prep-dev/prep/formats/imgdec"
+	"github.com/prep-dev/prep/media/imgdec"
 )
 
 // writePNG writes an opaque w×h PNG at path.

@@ -2,9 +2,9 @@
 // which kind of input (images, arrays, video, audio), the flags of each
 // kind, the shard format a run of them defaults to, and the options a run
 // records in its manifest and replays, without a flag parser, to redo it
-// (inspect --rebuild, resume). The decoders themselves are in
-// formats/imgdec, audiodec, ffmpeg and pcm; this package only names what
-// goes where.
+// (inspect --rebuild, resume). The decoders themselves are its
+// subpackages imgdec, audiodec, ffmpeg and pcm; this package only names
+// what goes where.
 package media
 
 import (
@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prep-dev/prep/formats/imgdec"
+	"github.com/prep-dev/prep/media/imgdec"
 )
 
 // Kind is what an input is, by its extension.
@@ -22,7 +22,7 @@ type Kind int
 
 const (
 	None  Kind = iota // no handler takes it
-	Image             // decoded by content (formats/imgdec)
+	Image             // decoded by content (media/imgdec)
 	Array             // .npy, .npz
 	Video             // frames through ffmpeg
 	Audio             // decoded to PCM at a fixed rate

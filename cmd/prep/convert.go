@@ -21,9 +21,9 @@ import (
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/convert"
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/imgdec"
 	"github.com/prep-dev/prep/media"
 	"github.com/prep-dev/prep/media/ffmpeg"
+	"github.com/prep-dev/prep/media/imgdec"
 )
 
 func init() { commands = append(commands, newConvertCmd) }

@@ -22,8 +22,8 @@ import (
 	"github.com/prep-dev/prep/convert"
 	"github.com/prep-dev/prep/formats"
 	"github.com/prep-dev/prep/formats/hdf5"
-	"github.com/prep-dev/prep/formats/imgdec"
 	"github.com/prep-dev/prep/formats/manifest"
+	"github.com/prep-dev/prep/media/imgdec"
 )
 
 var (

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/convert"
-	"github.com/prep-dev/prep/formats/imgdec"
 	"github.com/prep-dev/prep/media/audiodec"
+	"github.com/prep-dev/prep/media/imgdec"
 )
 
 // fastPaths says which of prep's fast code paths this binary runs on this

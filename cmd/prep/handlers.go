@@ -7,9 +7,9 @@ import (
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/convert"
-	"github.com/prep-dev/prep/formats/imgdec"
 	"github.com/prep-dev/prep/formats/manifest"
 	"github.com/prep-dev/prep/media"
+	"github.com/prep-dev/prep/media/imgdec"
 )
 
 // handler builds the input handlers convert's flags and recipe ask for,
