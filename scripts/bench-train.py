@@ -46,7 +46,9 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 import prepshards as ps  # noqa: E402
 
 FMNIST = "/usr/share/datasets/fashion-mnist"
-CLASSES = ["tshirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot"]
+# numbered so that the sorted folder names (ImageFolder's and prep's labels) keep the idx labels
+CLASSES = [f"{i}-{n}" for i, n in enumerate(
+    ["tshirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot"])]
 OFFLINE, ONLINE = "crop=32", "crop=28:random,hflip=0.5"
 
 
@@ -65,7 +67,7 @@ def write_pngs(out, n):
     """A class-balanced subset of n training images as OUT/<class>/<i>.png (ImageFolder layout)."""
     from PIL import Image  # noqa: PLC0415
     done = os.path.join(out, ".done")
-    if os.path.exists(done) and open(done).read() == str(n):
+    if os.path.exists(done) and open(done).read() == f"{n} {CLASSES[0]}":
         return
     shutil.rmtree(out, ignore_errors=True)
     x, y = idx("train-images-idx3-ubyte.gz"), idx("train-labels-idx1-ubyte.gz")
@@ -73,7 +75,7 @@ def write_pngs(out, n):
         os.makedirs(os.path.join(out, name))
         for i in np.flatnonzero(y == c)[:n // len(CLASSES)]:
             Image.fromarray(x[i]).save(os.path.join(out, name, f"{i:05d}.png"))
-    open(done, "w").write(str(n))
+    open(done, "w").write(f"{n} {CLASSES[0]}")
 
 
 def convert(prep, src, dst, recipe, copies=1):
@@ -217,7 +219,7 @@ def main():
         sd = statistics.stdev(r["acc"]) if len(r["acc"]) > 1 else 0.0
         cs = "" if r["convert_s"] is None else f"{r['convert_s']:.1f}"
         print(f"| {name} | {100 * statistics.mean(r['acc']):.2f} ± {100 * sd:.2f} % | "
-              f"{statistics.mean(r['epoch_s']):.2f} ± {statistics.stdev(r['epoch_s']):.2f} | {cs} |")
+              f"{statistics.mean(r['epoch_s']):.2f} ± {statistics.stdev(r['epoch_s']) if len(r['epoch_s']) > 1 else 0:.2f} | {cs} |")
     if a.json:
         json.dump(results, open(a.json, "w"), indent=1)
 

@@ -277,42 +277,57 @@ def _window(ay, ax, sy, sx, h, w):
 # -- applying: numpy (the fused CPU read) --------------------------------------------------
 
 _masks = {}
+_tmp = {}
+
+
+def _scratch(name, shape, dtype):
+    """A reused per-process temporary: fresh memory costs page faults on every batch."""
+    n = math.prod(shape) * np.dtype(dtype).itemsize
+    buf = _tmp.get(name)
+    if buf is None or buf.size < n:
+        buf = _tmp[name] = np.empty(n, np.uint8)
+    return buf[:n].view(dtype).reshape(shape)
 
 
 def _hflip_into(dst, src):
-    """dst[...] = src[:, ::-1] for uint8 (h, w[, C]) images, dst C-contiguous.
+    """dst[...] = src[:, ::-1] for uint8 (h, w[, C]) images.
 
     numpy copies 3-byte pixels in reverse one byte at a time (~1 ns a byte);
-    instead copy the rows, reverse each row's bytes as uint64 words plus a
-    byteswap, then put the channels of each pixel back in order (C = 3:
-    swap bytes 0 and 2 of every pixel with masks; C = 2 or 4: a byteswap).
+    instead reverse each row's bytes as uint64 words plus a byteswap, then
+    put each pixel's channels back in order (C = 3: swap bytes 0 and 2 of
+    every pixel with masks; C = 2 or 4: a byteswap). The passes run in
+    small reused buffers that stay in the CPU cache; dst, a slot of a large
+    batch, is written once.
     """
     h, w = dst.shape[:2]
     c = dst.shape[2] if dst.ndim == 3 else 1
     row = w * c
-    flat = dst.reshape(-1)
-    if row % 8 or c not in (1, 2, 3, 4) or flat.ctypes.data % 8:
+    if row % 8 or c not in (1, 2, 3, 4):
         dst[...] = src[:, ::-1]
         return
-    dst[...] = src
-    words = flat.view(np.uint64).reshape(h, row // 8)
-    tmp = words[:, ::-1].copy()
+    work = _scratch("work", (h, row), np.uint8)
+    work.reshape(src.shape)[...] = src
+    tmp = _scratch("words", (h, row // 8), np.uint64)
+    np.copyto(tmp, work.view(np.uint64)[:, ::-1])
     tmp.byteswap(inplace=True)
-    words[...] = tmp
+    rev = tmp.view(np.uint8)
     if c == 2:
-        flat.view(np.uint16).byteswap(inplace=True)
+        tmp.view(np.uint16).byteswap(inplace=True)
     elif c == 4:
-        flat.view(np.uint32).byteswap(inplace=True)
+        tmp.view(np.uint32).byteswap(inplace=True)
     elif c == 3:
-        n = flat.size
-        m = _masks.get(n)
+        m = _masks.get(row)
         if m is None:
-            k = np.arange(n) % 3
-            m = _masks[n] = tuple((k == r).astype(np.uint8) * np.uint8(255) for r in range(3))
-        t = flat.copy()
-        np.bitwise_and(t, m[1], out=flat)
-        flat[:-2] |= t[2:] & m[0][:-2]
-        flat[2:] |= t[:-2] & m[2][2:]
+            k = np.arange(row) % 3
+            m = _masks[row] = tuple((k == r).astype(np.uint8) * np.uint8(255) for r in range(3))
+        u = _scratch("masked", (h, row - 2), np.uint8)
+        np.bitwise_and(rev, m[1], out=work)
+        np.bitwise_and(rev[:, 2:], m[0][:-2], out=u)  # byte 0 of a pixel <- its byte 2
+        work[:, :-2] |= u
+        np.bitwise_and(rev[:, :-2], m[2][2:], out=u)  # byte 2 <- byte 0
+        work[:, 2:] |= u
+        rev = work
+    dst.reshape(h, row)[...] = rev
 
 
 def copy_window(dst, rows, x0, fy, fx):
