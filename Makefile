@@ -8,25 +8,25 @@ export GOEXPERIMENT=simd
 BIN := bin/prep
 APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
             libjpeg62-turbo-dev libpng-dev libwebp-dev libflac-dev python3-h5py python3-pil python3-numpy \
-            python3-torch python3-torchvision python3-pytest ca-certificates qemu-user-static bash-completion
+            python3-torch python3-torchvision python3-pytest ca-certificates qemu-user-static bash-completion python3-venv
 # Debian's interpreter, with the python3-* packages above: the Python reader's
 # tests run on it (a python3 earlier on PATH may lack them).
 PYTHON := /usr/bin/python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build install test fuzz bench bench-train cross cross-cgo demo vet clean
+.PHONY: all deps build install test test-slurm fuzz bench bench-train cross cross-cgo demo vet clean
 
 all: build
 
 # apt_install installs, with apt-get, only the packages of $(1) that are
-# missing.
+# missing; $(2) adds options to apt-get install.
 define apt_install
 	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(2) $$missing >/dev/null; \
 	fi
 endef
 
@@ -61,11 +61,24 @@ test: deps vet build
 	@mkdir -p out && : > out/test-skips
 	PREP_TEST_SKIPS=$(CURDIR)/out/test-skips $(GO) test -race -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -tags noprepentropy ./formats/imgdec/
+	$(MAKE) --no-print-directory test-slurm
 	PREP_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 	GO=$(GO) scripts/fuzz.sh $(FUZZTIME_TEST)
 	$(MAKE) --no-print-directory cross
 	@echo "skipped for want of hardware: $$(grep -v ': stub: ' out/test-skips | sort -u | paste -sd ';' - | sed 's/;/; /g' | grep . || echo none)"
 	@echo "ran on a stub for want of hardware: $$(grep ': stub: ' out/test-skips | sed 's/: stub: /: /' | sort -u | paste -sd ';' - | sed 's/;/; /g' | grep . || echo none)"
+
+# test-slurm runs deploy/slurm.sbatch on a real one-node Slurm cluster
+# (TestSlurmArray, cmd/prep/slurm_test.go): 4 array tasks, one requeued
+# mid-run, checked against one process's shards. It installs Debian's
+# slurmctld, slurmd and munge if missing, here rather than in deps, which
+# users run to build prep; the test starts the daemons as root in a temp
+# folder (no systemd needed) and stops them after. Without root it skips,
+# and under CI=true it fails.
+SLURM_PKGS := slurmctld slurmd slurm-client munge
+test-slurm: deps
+	$(call apt_install,$(SLURM_PKGS),--no-install-recommends)
+	PREP_TEST_SLURM=1 $(GO) test -count=1 -timeout 5m -v -run '^TestSlurmArray$$' ./cmd/prep/
 
 # fuzz runs every Go fuzz target (scripts/fuzz.sh finds them) for FUZZTIME
 # each, one after the other: `make fuzz FUZZTIME=10m`. `make test` runs

@@ -153,6 +153,9 @@ func Parse(s string) (*Recipe, error) {
 	if s == "" {
 		return r, nil
 	}
+	if strings.Contains(s, Separator) {
+		return nil, fmt.Errorf("recipe %q: %q splits a recipe into the ops convert runs and the ops the reader runs each epoch, and this recipe takes one part only", s, Separator)
+	}
 	for _, item := range strings.Split(s, ",") {
 		o, err := parseOp(strings.TrimSpace(item))
 		if err != nil {

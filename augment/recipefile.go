@@ -31,29 +31,30 @@ func IsRecipeFile(name string) bool {
 // name. The caller reads the file: this package does no I/O.
 func ParseFile(name string, data []byte) (*Recipe, error) {
 	var items []any
+	if err := decodeFile(name, data, &items); err != nil {
+		return nil, err
+	}
+	return fileOps(name, items, 0)
+}
+
+// decodeFile decodes a recipe file's YAML or JSON, chosen by name's
+// extension, into v.
+func decodeFile(name string, data []byte, v any) error {
 	var err error
 	switch ext := strings.ToLower(filepath.Ext(name)); ext {
 	case ".json":
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()
-		err = dec.Decode(&items)
+		err = dec.Decode(v)
 	case ".yaml", ".yml":
-		err = yaml.Unmarshal(data, &items)
+		err = yaml.Unmarshal(data, v)
 	default:
-		return nil, fmt.Errorf("recipe: %s: unknown extension %q (want .yaml, .yml or .json)", name, ext)
+		return fmt.Errorf("recipe: %s: unknown extension %q (want .yaml, .yml or .json)", name, ext)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("recipe: %s: want a list of ops: %w", name, err)
+		return fmt.Errorf("recipe: %s: want a list of ops: %w", name, err)
 	}
-	r := &Recipe{}
-	for i, it := range items {
-		o, err := fileOp(it)
-		if err != nil {
-			return nil, fmt.Errorf("%s: op %d: %w", name, i+1, err)
-		}
-		r.ops = append(r.ops, o)
-	}
-	return r, nil
+	return nil
 }
 
 // fileOp turns one element of a recipe file's list into an op.

@@ -113,10 +113,13 @@ const (
 	hdExtreme    = "https://cloud.google.com/compute/docs/disks/hd-types/hyperdisk-extreme"
 	hdML         = "https://cloud.google.com/compute/docs/disks/hd-types/hyperdisk-ml"
 	localSSD     = "https://cloud.google.com/compute/docs/disks/local-ssd (performance table)"
+	ebsTypes     = "https://docs.aws.amazon.com/ebs/latest/userguide/ebs-volume-types.html (volume type comparison)"
+	i3en         = "https://aws.amazon.com/ec2/instance-types/i3en/ (sequential disk throughput)"
 )
 
-// DiskTiers are Google Cloud's disk types with the sequential read limits
-// their documentation publishes, slowest first. They are ceilings: the
+// DiskTiers are Google Cloud's disk types, then AWS's (EBS volumes and
+// instance store), with the sequential read limits their documentation
+// publishes, slowest first within each cloud. They are ceilings: the
 // machine type, its vCPU count and the queue depth can keep a VM below
 // them, which only a measurement on that VM (prep plan with DST on the
 // disk, or bench-read --direct) shows.
@@ -130,6 +133,14 @@ var DiskTiers = []DiskTier{
 	{Name: "hyperdisk-extreme", MiBps: 5000, Note: "250 MiB/s per 1,000 provisioned IOPS; 64+ vCPU machines", Source: hdExtreme},
 	{Name: "local-ssd", MiBps: 9360, Note: "24 NVMe disks of 375 GiB; fewer disks read less; data is lost when the VM stops", Source: localSSD},
 	{Name: "hyperdisk-ml", MiBps: 1200000, Note: "per volume, shared by the VMs it is attached to read-only; one VM reads at most its machine type's Hyperdisk limit", Source: hdML},
+	// AWS: st1 reads a baseline 40 MiB/s per TiB (bursting to 250 while
+	// credits last, which epochs over a whole dataset spend), up to 500;
+	// gp3 and io2 are provisioned per volume; the instance's own EBS
+	// bandwidth can cap any of them.
+	{Name: "st1", MiBps: 500, PerGiB: 40.0 / 1024, Note: "HDD; baseline 40 MiB/s a TiB, bursts to 250 MiB/s a TiB while credits last", Source: ebsTypes},
+	{Name: "gp3", MiBps: 2000, Note: "as provisioned, 125–2,000 MiB/s a volume; the instance's EBS bandwidth caps it", Source: ebsTypes},
+	{Name: "io2", MiBps: 4000, Note: "io2 Block Express, as provisioned IOPS allow, on Nitro instances; the instance's EBS bandwidth caps it", Source: ebsTypes},
+	{Name: "instance-store-nvme", MiBps: 15258, Note: "i3en.24xlarge, 8 NVMe disks of 7.5 TB (16 GB/s); smaller instances have fewer disks and read less; data is lost when the instance stops", Source: i3en},
 }
 
 // Tier returns the disk tier named name.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -33,6 +34,16 @@ func TestReadDisk(t *testing.T) {
 	}
 }
 
+// awsTier is the AWS tier named name; every one cites its source.
+func awsTier(t *testing.T, name string) DiskTier {
+	t.Helper()
+	tier, ok := Tier(name)
+	if !ok || !strings.HasPrefix(tier.Source, "https://") || !strings.Contains(tier.Source, "aws.amazon.com") {
+		t.Fatalf("AWS tier %s: %+v, want it listed with an AWS source", name, tier)
+	}
+	return tier
+}
+
 func TestDiskTier(t *testing.T) {
 	balanced, _ := Tier("pd-balanced")
 	hyper, _ := Tier("hyperdisk-balanced")
@@ -44,9 +55,14 @@ func TestDiskTier(t *testing.T) {
 		size int64
 		mbps float64 // 10^6 bytes/s
 	}{
-		{balanced, 100 << 30, 28 * 1.048576},     // 0.28 MiB/s per GiB
-		{balanced, 10000 << 30, 1200 * 1.048576}, // capped per VM
-		{hyper, 1 << 30, 2400 * 1.048576},        // provisioned, not sized
+		{balanced, 100 << 30, 28 * 1.048576},           // 0.28 MiB/s per GiB
+		{balanced, 10000 << 30, 1200 * 1.048576},       // capped per VM
+		{hyper, 1 << 30, 2400 * 1.048576},              // provisioned, not sized
+		{awsTier(t, "st1"), 2 << 40, 80 * 1.048576},    // 40 MiB/s per TiB
+		{awsTier(t, "st1"), 100 << 40, 500 * 1.048576}, // capped per volume
+		{awsTier(t, "gp3"), 1 << 30, 2000 * 1.048576},  // provisioned
+		{awsTier(t, "io2"), 1 << 30, 4000 * 1.048576},
+		{awsTier(t, "instance-store-nvme"), 0, 15258 * 1.048576},
 	} {
 		if got := tc.tier.ReadMBps(tc.size); math.Abs(got-tc.mbps) > 1e-6 {
 			t.Errorf("%s at %d GiB: %.3f MB/s, want %.3f", tc.tier.Name, tc.size>>30, got, tc.mbps)

@@ -1,5 +1,5 @@
 // Package cloudsrc opens inputs and stores outputs by URL scheme: a local
-// path or gs://bucket/prefix. Retries and concurrency limits live here, so
+// path, gs://bucket/prefix or s3://bucket/prefix. Retries and concurrency limits live here, so
 // the pipeline never sees which storage it talks to.
 package cloudsrc
 
@@ -16,7 +16,8 @@ type Object struct {
 	// ModTime (a local file's modification time) or Generation (a Cloud
 	// Storage object's, which changes whenever the object is rewritten)
 	// tell a rewritten input from the one listed before; zero where the
-	// listing gives none. A run records them to tell whether it is
+	// listing gives none. An S3 object has both: its LastModified, and
+	// ETagGeneration of its ETag. A run records them to tell whether it is
 	// resumed on the same inputs.
 	ModTime    time.Time
 	Generation int64
@@ -86,7 +87,7 @@ type Creator interface {
 type FileInfo struct {
 	Name   string
 	Size   int64
-	CRC32C uint32 // Castagnoli, as Cloud Storage keeps it per object
+	CRC32C uint32 // Castagnoli, as Cloud Storage (or S3, full-object) keeps it
 }
 
 // Folderer is implemented by Sources that can name the folders directly

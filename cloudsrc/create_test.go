@@ -13,6 +13,7 @@ import (
 
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/cloudsrc/gcstest"
+	"github.com/prep-dev/prep/cloudsrc/s3test"
 )
 
 // TestPublishNew races several writers, each with its own Sink as separate
@@ -25,10 +26,13 @@ func TestPublishNew(t *testing.T) {
 		name  string
 		gcs   bool           // a bucket on fake-gcs-server, else a local folder
 		proxy *gcstest.Proxy // faults in front of the GCS server
+		s3    *s3test.Proxy  // non-nil: a bucket on gofakes3, with these faults
 	}{
-		{"local", false, nil},
-		{"gcs", true, nil},
-		{"gcs with 503s", true, &gcstest.Proxy{FailEvery: 3}},
+		{"local", false, nil, nil},
+		{"gcs", true, nil, nil},
+		{"gcs with 503s", true, &gcstest.Proxy{FailEvery: 3}, nil},
+		{"s3", false, nil, &s3test.Proxy{}},
+		{"s3 with 503s", false, nil, &s3test.Proxy{FailEvery: 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,6 +45,12 @@ func TestPublishNew(t *testing.T) {
 					srv.Use(t, tt.proxy)
 				}
 				dst = "gs://out/run"
+			}
+			if tt.s3 != nil {
+				srv := s3test.NewServer(t)
+				srv.CreateBucket("out")
+				srv.Use(t, tt.s3)
+				dst = "s3://out/run"
 			}
 			sinks := make([]cloudsrc.Sink, writers)
 			for i := range sinks {
@@ -92,7 +102,7 @@ func TestPublishNew(t *testing.T) {
 					t.Errorf("writer %d left %v staged", i, left)
 				}
 			}
-			if tt.proxy != nil && tt.proxy.Failed() == 0 {
+			if tt.proxy != nil && tt.proxy.Failed() == 0 || tt.s3 != nil && tt.s3.FailEvery > 0 && tt.s3.Failed() == 0 {
 				t.Errorf("the proxy failed no request: the retries went untested")
 			}
 		})

@@ -15,9 +15,10 @@ import (
 
 // transient reports whether a request that failed with err is worth
 // another attempt: a stall, bytes that arrived changed, or what the storage
-// library counts as transient (429, 5xx, a connection error).
+// library (Cloud Storage's or S3's) counts as transient (429, 5xx, a
+// connection error).
 func transient(err error) bool {
-	return errors.Is(err, errStalled) || errors.Is(err, errCorrupt) || storage.ShouldRetry(err)
+	return errors.Is(err, errStalled) || errors.Is(err, errCorrupt) || storage.ShouldRetry(err) || s3Retryable(err)
 }
 
 // Error is a storage failure in one line: the address, what went wrong and
@@ -45,7 +46,9 @@ func (e *Error) Unwrap() []error {
 // permission, missing credentials, a missing bucket, a failure that
 // lasted through every retry and an object's deadline all stop it, since
 // going on would leave out inputs the user still has.
-func (e *Error) Fatal() bool { return !errors.Is(e.Err, storage.ErrObjectNotExist) }
+func (e *Error) Fatal() bool {
+	return !errors.Is(e.Err, storage.ErrObjectNotExist) && !errors.Is(e.Err, errNoSuchKey)
+}
 
 const loginHint = `run "gcloud auth application-default login", or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file`
 

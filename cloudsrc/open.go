@@ -41,13 +41,14 @@ type Opener struct {
 	// Backoff spaces the attempts (full jitter). Default 100ms doubling
 	// up to 5s.
 	Backoff gax.Backoff
-	// Uploads is how many files a gs:// Sink uploads at once. Default 4.
+	// Uploads is how many files a gs:// or s3:// Sink uploads at once.
+	// Default 4.
 	Uploads int
 	// ChunkSize is the most one upload request sends (a multiple of
 	// 256 KiB); larger files go up in resumable chunks, each retried on
 	// its own. Timeout must cover sending one chunk. Default 16 MiB.
 	ChunkSize int
-	// Staging is where a gs:// Sink stages its files before upload.
+	// Staging is where a gs:// or s3:// Sink stages its files before upload.
 	// Default $PREP_STAGING, else the system temp folder.
 	Staging string
 }
@@ -119,8 +120,49 @@ func OpenURI(ctx context.Context, uri string) (io.ReadCloser, error) {
 	return (&Opener{}).OpenURI(ctx, uri)
 }
 
-// IsRemote reports whether uri names cloud storage rather than a local path.
-func IsRemote(uri string) bool { return strings.HasPrefix(uri, "gs://") }
+// IsRemote reports whether uri names cloud storage (gs:// or s3://) rather
+// than a local path.
+func IsRemote(uri string) bool { return isGS(uri) || isS3(uri) }
+
+func isGS(uri string) bool { return strings.HasPrefix(uri, "gs://") }
+
+// isS3 reports an s3:// address: Amazon S3, or an S3-compatible store
+// (MinIO, Cloudflare R2) at AWS_ENDPOINT_URL.
+func isS3(uri string) bool { return strings.HasPrefix(uri, "s3://") }
+
+// remote is what a bucket of either store gives Resolve and OpenURI.
+type remote interface {
+	Source
+	// open opens one object by its full name in the bucket.
+	open(ctx context.Context, name string) (io.ReadCloser, error)
+}
+
+func (g *GCS) open(ctx context.Context, name string) (io.ReadCloser, error) {
+	return g.openObject(ctx, name)
+}
+
+func (s *S3) open(ctx context.Context, name string) (io.ReadCloser, error) {
+	return s.openObject(ctx, name)
+}
+
+// bucketOf splits a gs:// or s3:// address into a Source over its whole
+// bucket and the object name.
+func (o *Opener) bucketOf(ctx context.Context, uri string) (remote, string, error) {
+	if isS3(uri) {
+		b, name, err := splitS3(uri)
+		if err != nil {
+			return nil, "", err
+		}
+		s, err := o.s3(b, "")
+		return s, name, err
+	}
+	b, name, err := splitGS(uri)
+	if err != nil {
+		return nil, "", err
+	}
+	g, err := o.gcs(ctx, b, "")
+	return g, name, err
+}
 
 // OpenSource opens the inputs at uri:
 //   - a local folder: every file under it (Dir);
@@ -129,10 +171,19 @@ func IsRemote(uri string) bool { return strings.HasPrefix(uri, "gs://") }
 //   - gs://bucket/prefix: every object under prefix/, keyed relative to it;
 //   - gs://bucket/prefix/*/*.jpg: the objects whose names match the pattern
 //     (path.Match, so * stays within one path element), keyed relative to
-//     the fixed leading prefix.
+//     the fixed leading prefix;
+//   - s3://bucket/prefix, with or without a pattern: as gs://, on Amazon
+//     S3 or an S3-compatible store at AWS_ENDPOINT_URL.
 //
 // Listing is left to Source.List; OpenSource only checks the address.
 func (o *Opener) OpenSource(ctx context.Context, uri string) (Source, error) {
+	if isS3(uri) {
+		s, err := o.openS3Source(uri)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	if IsRemote(uri) {
 		g, err := o.openGCSSource(ctx, uri)
 		if err != nil {
@@ -147,10 +198,18 @@ func (o *Opener) OpenSource(ctx context.Context, uri string) (Source, error) {
 }
 
 // OpenSink opens the destination at uri: a local folder (created if
-// needed), or gs://bucket/prefix, whose Sink stages files locally and
-// uploads each one when it is published. A gs:// Sink is an io.Closer:
+// needed), or gs://bucket/prefix or s3://bucket/prefix, whose Sink stages
+// files locally and uploads each one when it is published. A remote Sink
+// is an io.Closer:
 // Close waits for the uploads and removes the staging folder.
 func (o *Opener) OpenSink(ctx context.Context, uri string) (Sink, error) {
+	if isS3(uri) {
+		s, err := o.openS3Sink(ctx, uri)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	if IsRemote(uri) {
 		s, err := o.openGCSSink(ctx, uri)
 		if err != nil {
@@ -161,28 +220,24 @@ func (o *Opener) OpenSink(ctx context.Context, uri string) (Sink, error) {
 	return NewLocalSink(uri)
 }
 
-// OpenURI opens one local file or gs:// object, e.g. an input list or an
+// OpenURI opens one local file or gs:// or s3:// object, e.g. an input list or an
 // entry in one.
 func (o *Opener) OpenURI(ctx context.Context, uri string) (io.ReadCloser, error) {
 	if !IsRemote(uri) {
 		return os.Open(uri)
 	}
-	b, name, err := splitGS(uri)
+	src, name, err := o.bucketOf(ctx, uri)
 	if err != nil {
 		return nil, err
 	}
 	if name == "" || strings.HasSuffix(name, "/") {
 		return nil, fmt.Errorf("%s names a folder, not an object", uri)
 	}
-	src, err := o.gcs(ctx, b, "")
-	if err != nil {
-		return nil, err
-	}
-	return src.Open(ctx, name)
+	return src.open(ctx, name)
 }
 
 // Resolve maps one entry of an input list to the Source that opens it and
-// its key there. base is the folder (or gs:// prefix) of the list, against
+// its key there. base is the folder (or gs:// or s3:// prefix) of the list, against
 // which relative entries resolve. It has the shape that
 // convert.ParseInputList takes for its open argument:
 //
@@ -192,27 +247,19 @@ func (o *Opener) OpenURI(ctx context.Context, uri string) (io.ReadCloser, error)
 func (o *Opener) Resolve(ctx context.Context, base, uri string) (Source, string, error) {
 	switch {
 	case IsRemote(uri):
-		b, name, err := splitGS(uri)
-		if err != nil {
-			return nil, "", err
-		}
-		src, err := o.gcs(ctx, b, "")
+		src, name, err := o.bucketOf(ctx, uri)
 		if err != nil {
 			return nil, "", err
 		}
 		return src, name, nil
 	case IsRemote(base) && !path.IsAbs(uri):
-		b, prefix, err := splitGS(base)
+		src, prefix, err := o.bucketOf(ctx, base)
 		if err != nil {
 			return nil, "", err
 		}
 		name := path.Join(prefix, uri)
 		if name == ".." || strings.HasPrefix(name, "../") {
 			return nil, "", fmt.Errorf("%s: %s leaves the bucket", base, uri)
-		}
-		src, err := o.gcs(ctx, b, "")
-		if err != nil {
-			return nil, "", err
 		}
 		return src, name, nil
 	}

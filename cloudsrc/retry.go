@@ -45,11 +45,14 @@ const maxRetryAfter = 30 * time.Second
 // retryAfter is the wait a 429 or 503 answer asks for in its Retry-After
 // header (seconds or an HTTP date), capped at maxRetryAfter; 0 if none.
 func retryAfter(err error) time.Duration {
+	v, ok := s3RetryAfter(err)
 	var ge *googleapi.Error
-	if !errors.As(err, &ge) || ge.Code != http.StatusTooManyRequests && ge.Code != http.StatusServiceUnavailable {
+	if errors.As(err, &ge) && (ge.Code == http.StatusTooManyRequests || ge.Code == http.StatusServiceUnavailable) {
+		v, ok = ge.Header.Get("Retry-After"), true
+	}
+	if !ok {
 		return 0
 	}
-	v := ge.Header.Get("Retry-After")
 	var d time.Duration
 	if secs, err := strconv.Atoi(v); err == nil {
 		d = time.Duration(secs) * time.Second

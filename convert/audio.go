@@ -119,8 +119,8 @@ func tooLong(err error, bytesPer int, maxBytes int64) error {
 	kind := map[int]string{2: "int16", 4: "float32"}[bytesPer]
 	return &reworded{err: err, msg: fmt.Sprintf(
 		"audio decodes to %s%s (%s%.1f s at %d Hz × %d channels of %s, from the file's %d Hz), over --max-sample-bytes %s: raise --max-sample-bytes, or cut each file to a length with --duration",
-		more, byteSize(tl.Samples*int64(bytesPer)), more, float64(tl.Samples)/float64(tl.Channels)/float64(tl.Rate),
-		tl.Rate, tl.Channels, kind, tl.FileRate, byteSize(maxBytes))}
+		more, ByteSize(tl.Samples*int64(bytesPer)), more, float64(tl.Samples)/float64(tl.Channels)/float64(tl.Rate),
+		tl.Rate, tl.Channels, kind, tl.FileRate, ByteSize(maxBytes))}
 }
 
 // pcmShape is the shape of interleaved pcm: (T,) for mono, else (T, C).

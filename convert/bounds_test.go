@@ -93,7 +93,7 @@ func TestAudioMaxSampleBytes(t *testing.T) {
 		for _, s := range m.Skipped {
 			keys = append(keys, s.Key)
 			t.Logf("%s: %s", s.Key, s.Reason)
-			for _, want := range []string{"over --max-sample-bytes " + byteSize(tt.max), "raise --max-sample-bytes", "--duration", "from the file's"} {
+			for _, want := range []string{"over --max-sample-bytes " + ByteSize(tt.max), "raise --max-sample-bytes", "--duration", "from the file's"} {
 				if !strings.Contains(s.Reason, want) {
 					t.Errorf("%s %s: reason %q lacks %q", tt.format, s.Key, s.Reason, want)
 				}

@@ -10,11 +10,11 @@ import (
 )
 
 func (r *run) header() *manifest.Manifest {
-	return &manifest.Manifest{
-		FormatVersion: manifest.FormatVersion,
+	m := &manifest.Manifest{
 		Version:       r.opt.Version,
 		Format:        r.opt.Format.Name(),
 		Recipe:        r.opt.Recipe,
+		OnlineRecipe:  r.opt.OnlineRecipe,
 		Seed:          r.opt.Seed,
 		Copies:        r.opt.Copies,
 		Order:         string(r.opt.Order),
@@ -27,6 +27,8 @@ func (r *run) header() *manifest.Manifest {
 		ItemsPerShard: r.perShard,
 		ShardCount:    r.nShards,
 	}
+	m.FormatVersion = manifest.WriteVersion(m)
+	return m
 }
 
 // manifest assembles this task's manifest from the shards in index order.

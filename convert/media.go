@@ -98,8 +98,8 @@ type reworded struct {
 func (e *reworded) Error() string { return e.msg }
 func (e *reworded) Unwrap() error { return e.err }
 
-// byteSize writes n bytes for a person: "1.50 GiB", "12.0 MiB".
-func byteSize(n int64) string {
+// ByteSize writes n bytes for a person: "1.50 GiB", "12.0 MiB".
+func ByteSize(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))

@@ -116,7 +116,7 @@ func TestShuffleMixesClasses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Order != string(order) || m.FormatVersion != manifest.FormatVersion {
+		if m.Order != string(order) || m.FormatVersion != manifest.WriteVersion(m) {
 			t.Fatalf("manifest records order %q, version %d", m.Order, m.FormatVersion)
 		}
 		if len(m.Shards) != classes*perClass*copies/perShard {

@@ -93,6 +93,8 @@ func sameRun(a, b *manifest.Manifest) string {
 	switch {
 	case a.Format != b.Format:
 		return fmt.Sprintf("format %s, now %s", a.Format, b.Format)
+	case a.OnlineRecipe != b.OnlineRecipe:
+		return fmt.Sprintf("online recipe %q, now %q", a.OnlineRecipe, b.OnlineRecipe)
 	case a.Recipe != b.Recipe:
 		return fmt.Sprintf("recipe %q, now %q", a.Recipe, b.Recipe)
 	case a.Seed != b.Seed:

@@ -20,13 +20,16 @@ type Options struct {
 	Format  formats.ShardFormat
 	Handler func(key string) Handler // the handler for a key, nil if none takes it
 
-	Recipe  string // canonical recipe, recorded in shards and manifest
-	Seed    uint64
-	Copies  int               // augmented copies of each input (>= 1)
-	Order   Order             // how items are laid out in shards; "" is OrderShuffle
-	Options map[string]string // other settings that shape the output, recorded in the manifest
-	Version string
-	Source  string // where the inputs are (SRC), recorded in the manifest for prep inspect --rebuild
+	Recipe string // canonical recipe, recorded in shards and manifest
+	// OnlineRecipe is the canonical recipe of the ops after "|", which
+	// the reader runs every epoch: only recorded in the manifest.
+	OnlineRecipe string
+	Seed         uint64
+	Copies       int               // augmented copies of each input (>= 1)
+	Order        Order             // how items are laid out in shards; "" is OrderShuffle
+	Options      map[string]string // other settings that shape the output, recorded in the manifest
+	Version      string
+	Source       string // where the inputs are (SRC), recorded in the manifest for prep inspect --rebuild
 
 	ShardSize     int64 // target bytes per shard
 	ItemsPerShard int   // items per shard; 0 = derived from ShardSize and the first sample

@@ -122,7 +122,7 @@ func (h *videoHandler) Emit(ctx context.Context, in *Input, _ int, rng *rand.Ran
 	})
 	if tl := (*ffmpeg.FrameTooLargeError)(nil); errors.As(err, &tl) {
 		err = &reworded{err: err, msg: fmt.Sprintf("video frames of %dx%d are %s as RGB, over --max-sample-bytes %s: raise --max-sample-bytes, or shrink them with a recipe that starts with resize=",
-			tl.Width, tl.Height, byteSize(tl.Bytes()), byteSize(opt.MaxSampleBytes))}
+			tl.Width, tl.Height, ByteSize(tl.Bytes()), ByteSize(opt.MaxSampleBytes))}
 	}
 	if err != nil {
 		return mediaError(err)
@@ -186,7 +186,7 @@ func (v *videoSamples) add(f ffmpeg.Frame) error {
 		// A clip's bytes are taken in one piece below: check them first.
 		if b := int64(v.clip) * int64(len(frame.Data)); v.maxBytes > 0 && b > v.maxBytes {
 			return fmt.Errorf("a sample of %d frames of %v is %s, over --max-sample-bytes %s: raise --max-sample-bytes, or make it smaller with --clip or a recipe that starts with resize=",
-				v.clip, frame.Shape, byteSize(b), byteSize(v.maxBytes))
+				v.clip, frame.Shape, ByteSize(b), ByteSize(v.maxBytes))
 		}
 	}
 	if pos == 0 {

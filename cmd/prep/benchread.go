@@ -124,20 +124,20 @@ shards are then in the page cache; add --direct to measure the disk.`,
 	f.IntVar(&opt.Readers, "readers", 1, "shards read at the same time")
 	f.BoolVar(&opt.Decode, "decode", false, "decode the PNG/WAV members of tar shards")
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON on stdout")
-	f.StringVar(&staging, "staging", "", "where gs:// shards are downloaded to before reading (default $PREP_STAGING, else the system temp folder)")
-	f.IntVar(&parallel, "downloads", 4, "gs:// shards downloaded at once")
+	f.StringVar(&staging, "staging", "", "where gs:// and s3:// shards are downloaded to before reading (default $PREP_STAGING, else the system temp folder)")
+	f.IntVar(&parallel, "downloads", 4, "gs:// and s3:// shards downloaded at once")
 	// A whole shard (256 MiB by default) is one object: its deadline is
 	// generous.
 	ioFlags(f, &gs, 30*time.Minute)
 	return cmd
 }
 
-// ioFlags adds the gs:// transfer flags that convert and bench-read share,
+// ioFlags adds the gs:// and s3:// transfer flags that convert and bench-read share,
 // filling o; objectDefault is the command's default for --object-timeout.
 func ioFlags(f *pflag.FlagSet, o *cloudsrc.Opener, objectDefault time.Duration) {
-	f.DurationVar(&o.Timeout, "io-timeout", 60*time.Second, "gs://: abandon and retry a storage request that gets no answer and moves no bytes for this long")
-	f.DurationVar(&o.ObjectTimeout, "object-timeout", objectDefault, "gs://: stop the run when one object is not read within this long, retries included")
-	f.IntVar(&o.Attempts, "io-attempts", 8, "gs://: tries of one request that fails with 429, 5xx, a connection error or a stall before the run stops")
+	f.DurationVar(&o.Timeout, "io-timeout", 60*time.Second, "gs://, s3://: abandon and retry a storage request that gets no answer and moves no bytes for this long")
+	f.DurationVar(&o.ObjectTimeout, "object-timeout", objectDefault, "gs://, s3://: stop the run when one object is not read within this long, retries included")
+	f.IntVar(&o.Attempts, "io-attempts", 8, "gs://, s3://: tries of one request that fails with 429, 5xx, a connection error or a stall before the run stops")
 }
 
 // checkIO refuses the negative values of the flags ioFlags adds.

@@ -149,8 +149,9 @@ func completeFlagValues(root *cobra.Command) {
 // "resize=256,cr" -> "resize=256,crop=", from augment's table of ops.
 // With nothing that can start an op, it offers recipe files instead.
 func completeRecipe(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	cut := strings.LastIndex(toComplete, ",") + 1
-	done, cur := toComplete[:cut], toComplete[cut:]
+	cut := max(strings.LastIndex(toComplete, ","), strings.LastIndex(toComplete, augment.Separator)) + 1
+	cur := strings.TrimLeft(toComplete[cut:], " ")
+	done := toComplete[:len(toComplete)-len(cur)]
 	if strings.Contains(cur, "=") {
 		return nil, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp // a value: see prep help recipes
 	}

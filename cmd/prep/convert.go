@@ -112,8 +112,8 @@ func addConvertFlags(fl *pflag.FlagSet, f *convertFlags) {
 	fl.Uint64Var(&f.seed, "seed", 0, "random seed: the same inputs, recipe and seed give byte-identical shards")
 	fl.IntVar(&f.copies, "copies", 1, "independently augmented copies of each input")
 	fl.StringVar(&f.order, "order", string(convert.OrderShuffle), "write order: shuffle (copy rounds, each a seeded permutation of the inputs: shards mix classes) or sorted (key order, copies adjacent)")
-	fl.IntVar(&f.taskIndex, "task-index", -1, "this task's index in a distributed run (default from CLOUD_RUN_TASK_INDEX, BATCH_TASK_INDEX, JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID)")
-	fl.IntVar(&f.taskCount, "task-count", 0, "number of tasks in a distributed run (default from CLOUD_RUN_TASK_COUNT, BATCH_TASK_COUNT or SLURM_ARRAY_TASK_COUNT, else 1; required with JOB_COMPLETION_INDEX)")
+	fl.IntVar(&f.taskIndex, "task-index", -1, "this task's index in a distributed run (default from CLOUD_RUN_TASK_INDEX, BATCH_TASK_INDEX, JOB_COMPLETION_INDEX, AWS_BATCH_JOB_ARRAY_INDEX or SLURM_ARRAY_TASK_ID)")
+	fl.IntVar(&f.taskCount, "task-count", 0, "number of tasks in a distributed run (default from CLOUD_RUN_TASK_COUNT, BATCH_TASK_COUNT or SLURM_ARRAY_TASK_COUNT, else 1; required with JOB_COMPLETION_INDEX and AWS_BATCH_JOB_ARRAY_INDEX)")
 	fl.BoolVar(&f.noMerge, "no-merge", false, "in a distributed run, leave manifest.json to prep merge-manifest instead of the last task to finish")
 	fl.BoolVar(&f.resume, "resume", false, "keep finished shards of an earlier run into DST and redo the rest")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "replace an earlier run in DST, or write beside other files")
@@ -161,7 +161,8 @@ func checkMediaFlags(f *convertFlags) error {
 }
 
 // taskEngines are the batch engines' task variables, in the order they are
-// looked at. A Kubernetes Indexed Job gives no count. A Slurm job array
+// looked at. A Kubernetes Indexed Job and an AWS Batch array job give no
+// count. A Slurm job array
 // numbers its tasks from the start of its --array range: the index is
 // SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, and the ids up to
 // SLURM_ARRAY_TASK_MAX must be as many as the tasks, or some index is
@@ -170,6 +171,7 @@ var taskEngines = []taskEngine{
 	{"CLOUD_RUN_TASK_INDEX", "CLOUD_RUN_TASK_COUNT", "", ""},
 	{"BATCH_TASK_INDEX", "BATCH_TASK_COUNT", "", ""},
 	{"JOB_COMPLETION_INDEX", "", "", ""},
+	{"AWS_BATCH_JOB_ARRAY_INDEX", "", "", ""},
 	{"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX"},
 }
 
@@ -373,6 +375,7 @@ type checkedFlags struct {
 	maxSampleBytes       int64
 	maxSkipped           float64 // a share, 0..1
 	recipe               *augment.Recipe
+	online               *augment.Recipe // after "|": recorded for the reader
 	order                convert.Order
 	taskIndex, taskCount int
 }
@@ -434,7 +437,7 @@ func (f *convertFlags) check() (checkedFlags, error) {
 	if c.taskIndex, c.taskCount, err = taskFromEnv(f.taskIndex, f.taskCount); err != nil {
 		return c, err
 	}
-	if c.recipe, err = parseRecipe(f.recipe); err != nil {
+	if c.recipe, c.online, err = parseRecipe(f.recipe); err != nil {
 		return c, usageError{err}
 	}
 	switch f.decoder {
@@ -499,7 +502,7 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 	defer done()
 	m, sum, err := convert.Run(ctx, listing, convert.Options{
 		Sink: sink, Format: format, Handler: handler,
-		Recipe: recipe.String(), Seed: f.seed, Copies: f.copies, Order: c.order, Options: opts, Version: version, Source: sourceOf(src),
+		Recipe: recipe.String(), OnlineRecipe: c.online.String(), Seed: f.seed, Copies: f.copies, Order: c.order, Options: opts, Version: version, Source: sourceOf(src),
 		ShardSize: shardSize, ItemsPerShard: f.itemsPerShard, Workers: f.workers, IOWorkers: f.ioWorkers,
 		TaskIndex: taskIndex, TaskCount: taskCount,
 		Resume: f.resume, Overwrite: f.overwrite, Strict: f.strict,
@@ -681,14 +684,4 @@ func printSummary(w io.Writer, format string, s *convert.Summary) {
 	fmt.Fprintf(w, "manifest: %s\n", s.Manifest)
 }
 
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+func humanBytes(n int64) string { return convert.ByteSize(n) }

@@ -40,7 +40,7 @@ var deployFiles = []string{
 
 // taskVars are the variables convert reads its task from (taskFromEnv).
 var taskVars = []string{"CLOUD_RUN_TASK_INDEX", "CLOUD_RUN_TASK_COUNT", "BATCH_TASK_INDEX", "BATCH_TASK_COUNT", "JOB_COMPLETION_INDEX",
-	"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX"}
+	"AWS_BATCH_JOB_ARRAY_INDEX", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX"}
 
 func readDeployFiles(t *testing.T) map[string][]byte {
 	t.Helper()
@@ -355,44 +355,76 @@ func TestDeployK8sSelfMerging(t *testing.T) {
 	}
 }
 
-// TestDeployReadmeCommands runs the CLI's flag parsing on every prep command
-// in the code blocks of the README's "Running on many machines".
-func TestDeployReadmeCommands(t *testing.T) {
+// TestDocsCommands runs the CLI's flag parsing on every prep command in
+// the code blocks of the README and the user's guides in docs/, so that
+// each runs as written: a flag renamed or a value refused fails here.
+func TestDocsCommands(t *testing.T) {
 	clearTaskEnv(t)
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(data), "\n## Running on many machines\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Running on many machines" section`)
-	}
-	if i := strings.Index(section, "\n## "); i >= 0 {
-		section = section[:i]
-	}
-	var n int
-	for i, block := range strings.Split(section, "```")[1:] {
-		if i%2 == 1 {
-			continue // prose between blocks
+	files, _ := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	files = append(files, filepath.Join("..", "..", "README.md"), filepath.Join("..", "..", "python", "README.md"))
+	var n, many int
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, line := range strings.Split(block, "\n") {
-			if !strings.HasPrefix(line, "prep ") {
-				continue
+		name := strings.TrimPrefix(filepath.ToSlash(path), "../../")
+		for i, block := range strings.Split(string(data), "```")[1:] {
+			if i%2 == 1 {
+				continue // prose between blocks
 			}
-			words, err := shellWords(line, nil)
-			if err != nil || len(words) != 1 {
-				t.Errorf("README.md: %s: %v", line, err)
-				continue
+			for _, line := range docCommands(block) {
+				words, err := shellWords(line, nil)
+				if err != nil || len(words) != 1 {
+					t.Errorf("%s: %s: %v", name, line, err)
+					continue
+				}
+				if _, err := checkCall(prepCall{file: name, where: "a code block", argv: words[0][1:]}); err != nil {
+					t.Error(err)
+				}
+				n++
+				if strings.Contains(line, "gs://") || strings.Contains(line, "s3://") {
+					many++
+				}
 			}
-			if _, err := checkCall(prepCall{file: "README.md", where: "Running on many machines", argv: words[0][1:]}); err != nil {
-				t.Error(err)
-			}
-			n++
 		}
 	}
-	if n < 4 {
-		t.Errorf("checked %d prep commands in the README section, want the 4 or more it shows", n)
+	if n < 20 || many < 3 {
+		t.Errorf("checked %d prep commands in the docs (%d on object storage), want 20 and 3 or more", n, many)
 	}
+}
+
+// prepVersionLine is prep version's output, not a command.
+var prepVersionLine = regexp.MustCompile(`^prep \d`)
+
+// docCommands returns the prep commands of a code block: lines that start
+// with "prep " or "$ prep ", continuation lines joined, cut before a pipe,
+// a redirection or a comment. Lines with placeholders (<...>) or an
+// ellipsis are examples of a form, not commands.
+func docCommands(block string) []string {
+	var cmds []string
+	lines := strings.Split(block, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimSpace(lines[i])
+		line = strings.TrimPrefix(line, "$ ")
+		if !strings.HasPrefix(line, "prep ") || prepVersionLine.MatchString(line) {
+			continue
+		}
+		for strings.HasSuffix(line, "\\") && i+1 < len(lines) {
+			i++
+			line = strings.TrimSuffix(line, "\\") + " " + strings.TrimSpace(lines[i])
+		}
+		for _, cut := range []string{" | ", " > ", " >> ", " # ", " 2>", " && "} {
+			if j := strings.Index(line, cut); j >= 0 {
+				line = line[:j]
+			}
+		}
+		if strings.ContainsAny(line, "<>") || strings.Contains(line, "...") || strings.Contains(line, "…") {
+			continue
+		}
+		cmds = append(cmds, line)
+	}
+	return cmds
 }
 
 func TestShellWords(t *testing.T) {

@@ -65,6 +65,15 @@ named parameters:
 The values each sample drew are in the "params" of its .json member in tar
 shards (--format png or wav).
 
+Online ops: a "|" splits a recipe. convert runs the ops before it once; the
+ops after it (crop, hflip, vflip, rrc: a strided copy or a batch op) are
+recorded in the manifest, and prepshards runs them on every sample afresh
+each epoch, so that the stored data stays 1x and the crops vary as online
+augmentation's do. In a recipe file, a "|" element splits the list, or give
+{offline: [...], online: [...]}:
+
+  prep convert ./photos ./shards --recipe "resize=256,crop=256 | crop=224:random,hflip=0.5"
+
 Examples:
   # ImageFolder -> 224x224 training crops, two differently augmented copies of each photo
   prep convert ./photos ./shards --recipe "rrc=224,hflip=0.5,jitter=0.4/0.4/0.4" --copies 2 --seed 7
@@ -73,7 +82,10 @@ Examples:
   prep convert ./clips ./shards --recipe "gain=-6-6,shift=0.1,noise=20-40" --duration 1
 
   # the same recipe from a file
-  prep convert ./photos ./shards --recipe recipe.yaml`)
+  prep convert ./photos ./shards --recipe recipe.yaml
+
+  # resize once, crop and flip afresh each epoch in the reader
+  prep convert ./photos ./shards --recipe "resize=256,crop=256 | crop=224:random,hflip=0.5"`)
 	return b.String()
 }
 

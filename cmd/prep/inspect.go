@@ -84,7 +84,7 @@ shards it compares (--staging).`,
 	fl.IntVar(&f.rebuild, "rebuild", 0, "re-convert this many random items from their inputs and compare them with the shards; exit 1 on a mismatch")
 	fl.Uint64Var(&f.rebuildSeed, "rebuild-seed", 0, "seed that picks the --rebuild items")
 	fl.StringVar(&f.src, "src", "", "--rebuild from these inputs instead of the source the manifest records (moved inputs, or a manifest of an older prep)")
-	fl.StringVar(&f.staging, "staging", "", "where --rebuild downloads gs:// shards (default $PREP_STAGING, else the system temp folder)")
+	fl.StringVar(&f.staging, "staging", "", "where --rebuild downloads gs:// and s3:// shards (default $PREP_STAGING, else the system temp folder)")
 	ioFlags(fl, &f.io, 30*time.Minute)
 	return cmd
 }
@@ -376,6 +376,9 @@ func printManifest(w io.Writer, m *manifest.Manifest) {
 		fmt.Fprintf(w, "source: %s\n", m.Source)
 	}
 	fmt.Fprintf(w, "recipe: %s\n", orNone(m.Recipe))
+	if m.OnlineRecipe != "" {
+		fmt.Fprintf(w, "online recipe: %s (prepshards runs it on every sample, every epoch)\n", m.OnlineRecipe)
+	}
 	if len(m.Classes) > 0 {
 		fmt.Fprintf(w, "classes (%d): %s\n", len(m.Classes), strings.Join(first(m.Classes, 20), ", "))
 	}

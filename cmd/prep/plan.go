@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/bench"
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/convert"
@@ -166,10 +167,65 @@ type planOutput struct {
 	Verdict planVerdict     `json:"verdict"`
 	Tier    *bench.DiskTier `json:"-"`
 
+	Storage    *planStorage  `json:"storage,omitempty"`
 	ClassTable []planClass   `json:"class_table,omitempty"`
 	IgnoredBy  []planIgnored `json:"ignored_by_type,omitempty"`
 	Refused    []string      `json:"refused,omitempty"` // why convert will refuse the run, as it would say it
 	maxSkipped float64
+}
+
+// planStorage weighs a split recipe against baking its online ops in
+// offline: the split stores one copy of the larger samples; baking stores
+// the smaller ones, one copy per fresh view.
+type planStorage struct {
+	OnlineRecipe string  `json:"online_recipe"`
+	SplitBytes   float64 `json:"split_bytes"`      // the shards of this run
+	BakedCopy    float64 `json:"baked_copy_bytes"` // one copy with the online ops run by convert
+	Copies       []int   `json:"copies"`           // the --copies shown
+	Fits         []bool  `json:"fits,omitempty"`   // per Copies, in DST's free space; the split's first
+}
+
+// storageOf fills Storage for a recipe with online ops and samples of
+// one shape, whose size after the online ops the recipe tells.
+func (o *planOutput) storageOf(online *augment.Recipe) {
+	e := o.Estimate
+	sh := e.Sample.Shape
+	if online.String() == "" || len(sh) < 2 || e.Copies < 1 {
+		return
+	}
+	ow, oh, err := online.OutputSize(sh[1], sh[0])
+	if err != nil {
+		return
+	}
+	st := &planStorage{OnlineRecipe: online.String(), SplitBytes: e.Bytes.Mean, Copies: []int{1, 5, 10, 30}}
+	st.BakedCopy = e.Bytes.Mean / float64(e.Copies) * float64(ow*oh) / float64(sh[0]*sh[1])
+	if o.Disk != nil && o.Disk.FreeBytes >= 0 {
+		free := float64(o.Disk.FreeBytes)
+		st.Fits = append(st.Fits, st.SplitBytes <= free)
+		for _, k := range st.Copies {
+			st.Fits = append(st.Fits, float64(k)*st.BakedCopy <= free)
+		}
+	}
+	o.Storage = st
+}
+
+func (o *planOutput) storageText() string {
+	st := o.Storage
+	fits := func(i int) string {
+		if len(st.Fits) == 0 {
+			return ""
+		}
+		if st.Fits[i] {
+			return " (fits)"
+		}
+		return " (DOES NOT FIT)"
+	}
+	var baked []string
+	for i, k := range st.Copies {
+		baked = append(baked, fmt.Sprintf("%d: %s%s", k, humanBytes(int64(float64(k)*st.BakedCopy)), fits(i+1)))
+	}
+	return fmt.Sprintf("split recipe: %s%s, fresh crops every epoch; the online ops baked in offline, about, with --copies %s (K copies: K fresh views)",
+		humanBytes(int64(st.SplitBytes)), fits(0), strings.Join(baked, ", "))
 }
 
 // planClass is one class of the run: torchvision's ImageFolder gives a
@@ -306,6 +362,7 @@ func runPlan(cmd *cobra.Command, src, dst string, f *convertFlags, p *planFlags)
 			return err
 		}
 	}
+	out.storageOf(c.online)
 	out.judge()
 	if f.jsonOut {
 		err = writeJSON(cmd.OutOrStdout(), out)
@@ -496,6 +553,9 @@ func (o *planOutput) writeText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "shards    %s of %s: %s each, the last %s; %.0f samples, %s in all\n",
 		count(e.Shards, "shard"), count(e.ItemsPerShard, "item"), span(e.ShardBytes), span(e.LastShard), e.Samples, span(e.Bytes))
+	if o.Storage != nil {
+		fmt.Fprintf(w, "storage   %s\n", o.storageText())
+	}
 	fmt.Fprintf(w, "convert   %s\n", o.timeText())
 	if n := o.Need; n != nil {
 		name := ""

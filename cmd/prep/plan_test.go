@@ -251,3 +251,23 @@ func TestPlanLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanStorage: with a split recipe plan weighs its one copy of the
+// larger stored samples against K copies of the online ops baked in
+// (issue 30).
+func TestPlanStorage(t *testing.T) {
+	out, code, stderr := planJSON(t, "../../testdata/images", filepath.Join(t.TempDir(), "out"), "--recipe", "resize=64,crop=64 | crop=32:random,hflip=0.5", "--probe-size", "0")
+	if code != 0 || out.Storage == nil {
+		t.Fatalf("exit %d, storage %+v: %s", code, out.Storage, stderr)
+	}
+	st := out.Storage
+	if ratio := st.BakedCopy / st.SplitBytes; st.OnlineRecipe != "crop=32:random,hflip=0.5" || ratio < 0.2 || ratio > 0.3 {
+		t.Errorf("storage %+v: a baked copy is %.2f of the split's bytes, want about (32/64)² = 0.25", st, ratio)
+	}
+	if len(st.Fits) != len(st.Copies)+1 || !st.Fits[0] {
+		t.Errorf("fits %v for copies %v", st.Fits, st.Copies)
+	}
+	if plain, _, _ := planJSON(t, "../../testdata/images", "--recipe", "resize=64,crop=64", "--probe-size", "0"); plain.Storage != nil {
+		t.Errorf("storage %+v without online ops", plain.Storage)
+	}
+}

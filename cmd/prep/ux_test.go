@@ -248,6 +248,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"convert", "--recipe", "blur=1,r"}, opsNamed, noSpace},
 		{[]string{"convert", "--recipe", "resize=256,crop=224:random,hf"}, []string{"resize=256,crop=224:random,hflip="}, noSpace},
 		{[]string{"convert", "--recipe", "resize=25"}, nil, noSpace},
+		{[]string{"convert", "--recipe", "resize=256 | hf"}, []string{"resize=256 | hflip="}, noSpace},
 		{[]string{"convert", "--recipe", "my-recipe"}, []string{"yaml", "yml", "json"}, files},
 		{[]string{"completion", ""}, []string{"bash", "zsh", "fish", "powershell"}, noFile},
 	}
@@ -352,7 +353,7 @@ func TestHelpRecipes(t *testing.T) {
 		}
 	}
 	for _, m := range regexp.MustCompile(`--recipe "([^"]+)"`).FindAllStringSubmatch(stdout, -1) {
-		if _, err := augment.Parse(m[1]); err != nil {
+		if _, _, err := augment.ParseSplit(m[1]); err != nil {
 			t.Errorf("command line recipe %s: %v", m[1], err)
 		}
 	}
@@ -362,7 +363,7 @@ func TestHelpRecipes(t *testing.T) {
 	if err := os.WriteFile(yaml, []byte(file), 0o644); !ok || err != nil {
 		t.Fatalf("no recipe file in the help (%v)", err)
 	}
-	if r, err := loadRecipe(yaml); err != nil || !strings.HasPrefix(r.String(), "resize=256,crop=224:random,hflip=0.5,jitter=") {
+	if r, _, err := loadRecipe(yaml); err != nil || !strings.HasPrefix(r.String(), "resize=256,crop=224:random,hflip=0.5,jitter=") {
 		t.Errorf("the help's recipe file: %v, %v", r, err)
 	}
 	stdout, _, _ = execute(t, "convert", "--help")

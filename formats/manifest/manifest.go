@@ -21,11 +21,24 @@ import (
 // FileName is the manifest's name inside a shard directory.
 const FileName = "manifest.json"
 
-// FormatVersion is the version of the on-disk contract (docs/FORMAT.md)
-// this prep writes. A change that an existing reader would misread bumps
-// it; readers refuse a version newer than they know. Manifests written
-// before the field existed have version 1's layout.
-const FormatVersion = 2
+// FormatVersion is the newest version of the on-disk contract
+// (docs/FORMAT.md) this prep reads and writes. A change that an existing
+// reader would misread bumps it; readers refuse a version newer than they
+// know. Manifests written before the field existed have version 1's
+// layout. A run's manifest carries the oldest version whose readers read
+// it right (WriteVersion): 3 only when it has an online recipe.
+const FormatVersion = 3
+
+// WriteVersion is the format version m is written with: 3 when it has an
+// online recipe, which a version-2 reader would not apply, handing the
+// model stored samples of another size; 2 otherwise, so that such
+// datasets still open with older readers.
+func WriteVersion(m *Manifest) int {
+	if m.OnlineRecipe != "" {
+		return 3
+	}
+	return 2
+}
 
 // Manifest describes a finished conversion. It holds nothing that depends
 // on timing or scheduling, so equal runs write equal bytes.
@@ -39,6 +52,7 @@ type Manifest struct {
 	Version       string            `json:"version"`
 	Format        string            `json:"format"`
 	Recipe        string            `json:"recipe"`
+	OnlineRecipe  string            `json:"online_recipe,omitempty"` // the ops after "|": the reader runs them every epoch (format version 3)
 	Seed          uint64            `json:"seed"`
 	Copies        int               `json:"copies"`
 	Order         string            `json:"order"`            // "shuffle" or "sorted": how items are laid out (docs/FORMAT.md)
@@ -305,6 +319,9 @@ func DatasetID(m *Manifest) string {
 	h.Write([]byte("prep-dataset-id\n"))
 	line("format_version", strconv.Itoa(m.FormatVersion))
 	line("recipe", m.Recipe)
+	if m.OnlineRecipe != "" {
+		line("online_recipe", m.OnlineRecipe) // only when set: earlier IDs stay as they were
+	}
 	line("seed", strconv.FormatUint(m.Seed, 10))
 	line("order", m.Order)
 	for _, s := range m.Shards {

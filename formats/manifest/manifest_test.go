@@ -66,7 +66,7 @@ func TestParseVersionAndOrder(t *testing.T) {
 		{json: `{"version": "old"}`, version: 1, order: "sorted"}, // written before the fields existed
 		{json: `{"format_version": 1, "order": "shuffle"}`, version: 1, order: "shuffle"},
 		{json: `{"format_version": 2}`, version: 2, order: "sorted"},
-		{json: `{"format_version": 3}`, err: "format version 3 is newer than this prep reads (2): upgrade prep"},
+		{json: `{"format_version": 4}`, err: "format version 4 is newer than this prep reads (3): upgrade prep"},
 	} {
 		m, err := Parse([]byte(tc.json))
 		if tc.err != "" {

@@ -1,0 +1,388 @@
+package cloudsrc
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/googleapis/gax-go/v2"
+)
+
+// s3Clients holds one S3 client per endpoint and credential setting, for
+// the reasons clients (gcs.go) gives for Cloud Storage: loading the
+// configuration is slow, a client is safe for concurrent use, and every
+// entry of an input list must share one connection pool. The key keeps
+// tests that point AWS_ENDPOINT_URL at different fake servers apart.
+var s3Clients struct {
+	sync.Mutex
+	m map[string]*s3.Client
+}
+
+// s3Client returns the shared client. Credentials and region come from the
+// SDK's default chain (environment, shared config and credentials files,
+// SSO, web identity, the ECS or EC2 instance role), the endpoint from
+// AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3 when set (MinIO, R2). A custom
+// endpoint is addressed path-style (endpoint/bucket/key), which MinIO
+// needs and R2 accepts. The SDK's own retries are off: this package's
+// loops retry every request (retry.go), as they do for Cloud Storage.
+func s3Client() (*s3.Client, error) {
+	key := os.Getenv("AWS_ENDPOINT_URL") + "\x00" + os.Getenv("AWS_ENDPOINT_URL_S3") + "\x00" +
+		os.Getenv("AWS_ACCESS_KEY_ID") + "\x00" + os.Getenv("AWS_PROFILE") + "\x00" + os.Getenv("AWS_REGION")
+	s3Clients.Lock()
+	defer s3Clients.Unlock()
+	if c := s3Clients.m[key]; c != nil {
+		return c, nil
+	}
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	custom := cfg.BaseEndpoint != nil || os.Getenv("AWS_ENDPOINT_URL_S3") != ""
+	if cfg.Region == "" {
+		// S3 signs with a region even where the server ignores it
+		// (MinIO, R2 takes "auto" or this); a bucket elsewhere on AWS
+		// answers 301, whose message asks for AWS_REGION.
+		cfg.Region = "us-east-1"
+	}
+	c := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.Retryer = aws.NopRetryer{}
+		o.UsePathStyle = custom
+		// prep sends the CRC32C it computed itself; the SDK need not
+		// stream another checksum in a trailer (which S3-compatible
+		// servers do not all accept).
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	if s3Clients.m == nil {
+		s3Clients.m = map[string]*s3.Client{}
+	}
+	s3Clients.m[key] = c
+	return c, nil
+}
+
+// splitS3 splits s3://bucket/name into its bucket and object key.
+func splitS3(uri string) (bucket, name string, err error) {
+	rest, ok := strings.CutPrefix(uri, "s3://")
+	if !ok {
+		return "", "", fmt.Errorf("%s is not an s3:// address", uri)
+	}
+	bucket, name, _ = strings.Cut(rest, "/")
+	if bucket == "" {
+		return "", "", fmt.Errorf("%s names no bucket: want s3://BUCKET/PREFIX", uri)
+	}
+	return bucket, name, nil
+}
+
+// S3 is a Source over the objects of one S3 (or S3-compatible) bucket
+// under a prefix, optionally filtered by a pattern. It behaves as GCS
+// does: the same listing, hidden-name and pattern rules, the same retries
+// (Opener.Attempts, Backoff) and stall watchdog (Opener.Timeout), and
+// reads that resume where they stopped, pinned to the object first read.
+type S3 struct {
+	o       *Opener
+	c       *s3.Client
+	name    string // bucket name
+	prefix  string // "" or ending in "/"; keys are relative to it
+	pattern string // path.Match pattern on keys; "" keeps all
+	dest    bool   // a destination: a 403 asks for the permissions that write
+}
+
+func (o *Opener) s3(b, prefix string) (*S3, error) {
+	c, err := s3Client()
+	if err != nil {
+		return nil, s3Err("s3://"+b+"/"+prefix, b, false, err)
+	}
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return &S3{o: o, c: c, name: b, prefix: prefix}, nil
+}
+
+func (o *Opener) openS3Source(uri string) (*S3, error) {
+	b, name, err := splitS3(uri)
+	if err != nil {
+		return nil, err
+	}
+	dir, pattern := splitPattern(strings.TrimSuffix(name, "/"))
+	if pattern != "" {
+		if _, err := path.Match(pattern, ""); err != nil {
+			return nil, fmt.Errorf("%s: bad pattern: %w", uri, err)
+		}
+	}
+	s, err := o.s3(b, dir)
+	if err != nil {
+		return nil, err
+	}
+	s.pattern = pattern
+	return s, nil
+}
+
+// URI returns s3://bucket/prefix/key.
+func (s *S3) URI(key string) string { return "s3://" + s.name + "/" + s.prefix + key }
+
+// LocalPath is "": objects have no local file.
+func (s *S3) LocalPath(string) string { return "" }
+
+// ETagGeneration is the Generation an S3 object is recorded with: the
+// first 63 bits of the SHA-256 of its ETag (quotes included, as S3 sends
+// it), never 0. S3 has no generation number; the ETag is what it gives for
+// every object, versioned bucket or not, and it changes whenever the
+// object's bytes do (an MD5 of them for a plain upload, of its parts for a
+// multipart one). It is hashed because an ETag is text and the manifest's
+// input list keeps a number.
+func ETagGeneration(etag string) int64 {
+	h := sha256.Sum256([]byte(etag))
+	g := int64(binary.BigEndian.Uint64(h[:8]) >> 1)
+	return max(g, 1)
+}
+
+// List lists the objects under the prefix that match the pattern, sorted
+// by key, as GCS.List does. Each object's Generation is ETagGeneration of
+// its ETag and its ModTime is its LastModified (whole seconds as S3 lists
+// them): a rewrite changes the time even where the bytes are the same.
+func (s *S3) List(ctx context.Context) ([]Object, error) {
+	listPrefix := s.prefix
+	if s.pattern != "" {
+		first, _, _ := strings.Cut(s.pattern, "/")
+		if i := strings.IndexAny(first, `*?[\`); i >= 0 {
+			first = first[:i]
+		}
+		listPrefix += first
+	}
+	var objs []Object
+	err := s.list(ctx, listPrefix, "", func(o types.Object) {
+		key := strings.TrimPrefix(aws.ToString(o.Key), s.prefix)
+		if key == "" || strings.HasSuffix(key, "/") || hidden(key) {
+			return
+		}
+		if s.pattern != "" {
+			if ok, _ := path.Match(s.pattern, key); !ok {
+				return
+			}
+		}
+		objs = append(objs, Object{Key: key, Size: aws.ToInt64(o.Size), Generation: ETagGeneration(aws.ToString(o.ETag)), ModTime: aws.ToTime(o.LastModified).UTC()})
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
+	return objs, nil
+}
+
+// list calls fn for each object named with prefix (with a delimiter, only
+// those directly under it). A page request that fails or stalls is tried
+// again with the same continuation token, so a long listing never
+// restarts.
+func (s *S3) list(ctx context.Context, prefix, delim string, fn func(types.Object)) error {
+	uri := "s3://" + s.name + "/" + strings.TrimSuffix(prefix, "/")
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.name), Prefix: aws.String(prefix)}
+	if delim != "" {
+		in.Delimiter = aws.String(delim)
+	}
+	bo := s.o.backoff()
+	for tries := 1; ; tries++ {
+		var out *s3.ListObjectsV2Output
+		err := s.guard(ctx, func(ctx context.Context) (err error) {
+			out, err = s.c.ListObjectsV2(ctx, in)
+			return err
+		})
+		if err == nil {
+			tries = 0
+			for _, o := range out.Contents {
+				fn(o)
+			}
+			if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+				return nil
+			}
+			in.ContinuationToken = out.NextContinuationToken
+			continue
+		}
+		if err := retryWait(ctx, err, tries, s.o.attempts(), &bo); err != nil {
+			return s3Err(uri, s.name, s.dest, err)
+		}
+	}
+}
+
+// guard runs one request under a watchdog of the Opener's Timeout: a
+// request that gets no answer in that time is cancelled and fails with
+// errStalled, which retryWait counts as transient.
+func (s *S3) guard(ctx context.Context, call func(context.Context) error) error {
+	dog := newWatchdog(ctx, s.o.timeout())
+	defer dog.stop()
+	dog.arm()
+	err := call(dog.ctx)
+	if dog.disarm() {
+		return errStalled
+	}
+	return err
+}
+
+// retried runs call until it succeeds or fails for good, each try guarded.
+func (s *S3) retried(ctx context.Context, call func(context.Context) error) error {
+	bo := s.o.backoff()
+	for tries := 1; ; tries++ {
+		err := s.guard(ctx, call)
+		if err == nil {
+			return nil
+		}
+		if err := retryWait(ctx, err, tries, s.o.attempts(), &bo); err != nil {
+			return err
+		}
+	}
+}
+
+// Open opens the object behind key, as GCS.Open does: the first request
+// is made here, reads that stall or fail resume at the offset reached on
+// the same object (If-Match its ETag), and the whole read must end within
+// the Opener's ObjectTimeout.
+func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	return s.openObject(ctx, s.prefix+key)
+}
+
+func (s *S3) openObject(ctx context.Context, name string) (*s3Reader, error) {
+	d := s.o.objectTimeout()
+	ctx, cancel := context.WithTimeoutCause(ctx, d, &deadlineError{d})
+	r := &s3Reader{ctx: ctx, cancel: cancel, s: s, name: name, bo: s.o.backoff()}
+	if err := r.reopen(); err != nil {
+		cancel()
+		return nil, err
+	}
+	return r, nil
+}
+
+// s3Reader reads one object, reopening it at the offset reached when a
+// read fails with a retryable error or makes no progress for the
+// Opener's Timeout.
+type s3Reader struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	s      *S3
+	name   string
+	bo     gax.Backoff
+	body   io.ReadCloser
+	dog    *watchdog
+	off    int64
+	size   int64
+	etag   string
+	tries  int
+}
+
+func (r *s3Reader) uri() string { return "s3://" + r.s.name + "/" + r.name }
+
+func (r *s3Reader) reopen() error {
+	for {
+		r.tries++
+		in := &s3.GetObjectInput{Bucket: aws.String(r.s.name), Key: aws.String(r.name)}
+		if r.off > 0 {
+			in.Range = aws.String("bytes=" + strconv.FormatInt(r.off, 10) + "-")
+		}
+		if r.etag != "" {
+			in.IfMatch = aws.String(r.etag) // the object first read, or 412
+		}
+		dog := newWatchdog(r.ctx, r.s.o.timeout())
+		dog.arm()
+		out, err := r.s.c.GetObject(dog.ctx, in)
+		stalled := dog.disarm()
+		if err == nil {
+			r.body, r.dog = out.Body, dog
+			if r.etag == "" {
+				r.etag, r.size = aws.ToString(out.ETag), aws.ToInt64(out.ContentLength)
+			}
+			return nil
+		}
+		dog.stop()
+		if stalled {
+			err = errStalled
+		}
+		if r.off > 0 && r.size == r.off && isStatus(err, 416) {
+			// Nothing is left past the end: an empty reply.
+			r.body, r.dog = io.NopCloser(strings.NewReader("")), newWatchdog(r.ctx, r.s.o.timeout())
+			return nil
+		}
+		if err := retryWait(r.ctx, err, r.tries, r.s.o.attempts(), &r.bo); err != nil {
+			return r.fail(err)
+		}
+	}
+}
+
+func (r *s3Reader) fail(err error) error {
+	var de *deadlineError
+	if errors.As(context.Cause(r.ctx), &de) {
+		err = de
+	}
+	return s3Err(r.uri(), r.s.name, r.s.dest, err)
+}
+
+func (r *s3Reader) Read(p []byte) (int, error) {
+	for {
+		if r.body == nil {
+			if err := r.reopen(); err != nil {
+				return 0, err
+			}
+		}
+		r.dog.arm()
+		n, err := r.body.Read(p)
+		stalled := r.dog.disarm()
+		r.off += int64(n)
+		if n > 0 {
+			r.tries = 0
+		}
+		if err == io.EOF && r.off < r.size {
+			err = io.ErrUnexpectedEOF // the connection ended early
+		}
+		if err == nil || err == io.EOF {
+			return n, err
+		}
+		r.drop()
+		if stalled {
+			err = errStalled
+		}
+		if n > 0 && transient(err) {
+			return n, nil // the next Read reopens
+		}
+		if err := retryWait(r.ctx, err, r.tries+1, r.s.o.attempts(), &r.bo); err != nil {
+			return n, r.fail(err)
+		}
+	}
+}
+
+func (r *s3Reader) drop() {
+	if r.body != nil {
+		r.body.Close()
+		r.dog.stop()
+		r.body, r.dog = nil, nil
+	}
+}
+
+// Stat reports the object's size, as *os.File does.
+func (r *s3Reader) Stat() (fs.FileInfo, error) { return s3Info{r}, nil }
+
+func (r *s3Reader) Close() error {
+	r.drop()
+	r.cancel()
+	return nil
+}
+
+type s3Info struct{ r *s3Reader }
+
+func (i s3Info) Name() string       { return path.Base(i.r.name) }
+func (i s3Info) Size() int64        { return i.r.size }
+func (i s3Info) Mode() fs.FileMode  { return 0o444 }
+func (i s3Info) ModTime() time.Time { return time.Time{} }
+func (i s3Info) IsDir() bool        { return false }
+func (i s3Info) Sys() any           { return nil }
