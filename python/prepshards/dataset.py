@@ -55,7 +55,7 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
     Online ops: when the manifest has an ``online_recipe`` (the ops after
     ``|`` in ``prep convert --recipe``), every read (``ds[i]``,
     ``get_batch``, ``loader``) applies them to field ``data``, drawn from
-    (manifest seed, ``online_seed``, epoch, index) (docs/FORMAT.md §10):
+    (manifest seed, ``online_seed``, epoch, index) (docs/FORMAT.md §4.5):
     call ``set_epoch(e)`` each epoch for fresh crops and flips. Crops and
     flips are fused into the read. ``raw=True`` gives the stored samples;
     ``augment(batch, indices)`` then applies the ops to a torch batch, on

@@ -233,7 +233,7 @@ class Manifest:
             raise ManifestError(f"{where}: classes is {_short(classes)}, not a list of strings; {_FIX}")
         self.classes = classes or None
         _str(raw.get("recipe"), where, "recipe", optional=True)
-        # The ops after '|' in --recipe, which the reader applies each epoch (docs/FORMAT.md §10);
+        # The ops after '|' in --recipe, which the reader applies each epoch (docs/FORMAT.md §4.5);
         # parsed here so that an op this reader cannot apply is refused before any read.
         self.online_recipe = _str(raw.get("online_recipe"), where, "online_recipe", optional=True) or ""
         from .online import parse as _parse_online  # noqa: PLC0415
@@ -348,6 +348,8 @@ def dataset_id(raw):
     """The dataset ID of a manifest dict, as docs/FORMAT.md §2.5 defines it."""
     text = "prep-dataset-id\n"
     text += f"format_version={raw.get('format_version') or 1}\nrecipe={raw.get('recipe', '')}\n"
+    if raw.get("online_recipe"):  # only when set: IDs of runs without one stay as they were
+        text += f"online_recipe={raw['online_recipe']}\n"
     text += f"seed={raw.get('seed', 0)}\norder={raw.get('order') or 'sorted'}\n"
     # A hand-written manifest may leave out index: a shard's place is its index.
     text += "".join(f"shard={s.get('index', i)}:{s.get('sha256', '')}\n"

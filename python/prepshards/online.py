@@ -5,7 +5,7 @@ runs the ops before ``|`` once and records the rest in the manifest as
 ``online_recipe``. prepshards applies those ops to image samples (uint8,
 (H, W) or (H, W, C)) whenever it reads them, unless a reader is made with
 ``raw=True``. The random choices are a pure function of (manifest seed,
-reader ``online_seed``, epoch, sample index) (docs/FORMAT.md §10), so any
+reader ``online_seed``, epoch, sample index) (docs/FORMAT.md §4.5), so any
 reader, process or worker count gives the same sample.
 
 Crops and flips of a batch are fused into the read: only the crop's rows
@@ -36,7 +36,7 @@ def _mix(z):
 
 
 def sample_keys(seed, salt, epoch, indices):
-    """The per-sample key of §10: mix(mix(mix(mix(seed) + salt) + epoch) + index), mod 2^64."""
+    """The per-sample key of docs/FORMAT.md §4.5: mix(mix(mix(mix(seed) + salt) + epoch) + index), mod 2^64."""
     with np.errstate(over="ignore"):
         k = _mix(np.array([int(seed) & _M64], np.uint64))
         k = _mix(k + np.uint64(int(salt) & _M64))
