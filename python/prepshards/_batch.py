@@ -139,15 +139,16 @@ def read_rows(s, name, j, y0, h, shape, dtype):
 
 def read_augmented(s, name, j, g, aug):
     """Sample j (global index g) of field ``name``, through the online ops: (online, epoch)."""
-    from .online import apply_numpy, copy_window  # noqa: PLC0415
+    from .online import apply_numpy, copy_window, draw_window  # noqa: PLC0415
     online, epoch = aug
     if online.fused and hasattr(s, "field") and not s.field[name].ragged:
-        shape = s.field[name].sample_shape
-        (w,) = online.draw(epoch, [g], shape)
-        y0 = int(w.y0[0])
-        rows = read_rows(s, name, j, y0, w.h, shape, s.field[name].dtype)
-        out = np.empty((w.h, w.w) + tuple(shape[2:]), s.field[name].dtype)
-        copy_window(out, rows, int(w.x0[0]), bool(w.fy[0]), bool(w.fx[0]))
+        f = s.field[name]
+        shape = f.sample_shape
+        # online_for checked the shape against the ops when the reader was made
+        y0, x0, h, w, fy, fx = draw_window(online, int(epoch), int(g), shape)
+        rows = read_rows(s, name, j, y0, h, shape, f.dtype)
+        out = np.empty((h, w) + tuple(shape[2:]), f.dtype)
+        copy_window(out, rows, x0, fy, fx)
         return out
     return apply_numpy(online, s.read_field(name, j), epoch, g)
 

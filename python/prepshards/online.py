@@ -269,6 +269,44 @@ class Online:
         return steps
 
 
+def _mix_int(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def draw_window(online, epoch, index, shape):
+    """``draw`` for one sample of a crop/flip recipe, in Python integers (numpy's per-call
+    overhead would cost more than the read): (y0, x0, h, w, fy, fx), the same numbers."""
+    key = _mix_int((_mix_int((_mix_int((_mix_int(online.seed & _M64) + online.salt) & _M64)
+                              + epoch) & _M64) + index) & _M64)
+
+    def u(j, k):
+        r = _mix_int((key + (j * _DRAWS + k + 1) * _GOLDEN) & _M64)
+        return (r >> 11) * (1.0 / (1 << 53))
+
+    def below(v, n):
+        return min(int(v * n), n - 1)
+
+    H, W = shape[:2]
+    ay = ax = 0
+    sy = sx = 1
+    for j, o in enumerate(online.ops):
+        if o.kind == "crop":
+            if o.random:
+                oy, ox = below(u(j, 0), H - o.h + 1), below(u(j, 1), W - o.w + 1)
+            else:
+                oy, ox = int(round((H - o.h) / 2)), int(round((W - o.w) / 2))
+            ay, ax = ay + sy * oy, ax + sx * ox
+            H, W = o.h, o.w
+        elif u(j, 0) < o.p:
+            if o.kind == "vflip":
+                ay, sy = ay + sy * (H - 1), -sy
+            else:
+                ax, sx = ax + sx * (W - 1), -sx
+    return (ay - (H - 1) if sy < 0 else ay), (ax - (W - 1) if sx < 0 else ax), H, W, sy < 0, sx < 0
+
+
 def _window(ay, ax, sy, sx, h, w):
     fy, fx = sy < 0, sx < 0
     return Window(np.where(fy, ay - (h - 1), ay), np.where(fx, ax - (w - 1), ax), h, w, fy, fx)
@@ -344,13 +382,13 @@ def copy_window(dst, rows, x0, fy, fx):
 
 def apply_numpy(online, sample, epoch, index):
     """One stored sample (numpy) -> the augmented sample (a new array)."""
-    steps = online.draw(epoch, [index], sample.shape)
-    if len(steps) == 1 and steps[0].kind == "window":
-        s = steps[0]
-        out = np.empty((s.h, s.w) + sample.shape[2:], sample.dtype)
-        y0 = int(s.y0[0])
-        copy_window(out, sample[y0:y0 + s.h], int(s.x0[0]), bool(s.fy[0]), bool(s.fx[0]))
+    if online.fused:
+        online.out_shape(sample.shape)
+        y0, x0, h, w, fy, fx = draw_window(online, int(epoch), int(index), sample.shape)
+        out = np.empty((h, w) + sample.shape[2:], sample.dtype)
+        copy_window(out, sample[y0:y0 + h], x0, fy, fx)
         return out
+    steps = online.draw(epoch, [index], sample.shape)
     torch = _require_torch(online)
     return apply_steps_torch(torch.from_numpy(np.ascontiguousarray(sample))[None], steps)[0].numpy()
 

@@ -229,3 +229,15 @@ def test_unknown_online_op_and_newer_version_are_refused(folders, tmp_path):
     json.dump(m, open(path, "w"))
     with pytest.raises(ps.ManifestVersionError, match="upgrade prepshards"):
         ps.ShardDataset(folder)
+
+
+def test_one_sample_draws_equal_batch_draws():
+    from prepshards.online import Online, draw_window
+    idx = np.arange(300)
+    for text in ("crop=32x28:random,hflip=0.5,vflip=0.5", "vflip=0.3,crop=30,hflip=0.7,crop=20x10:random",
+                 "hflip=1,crop=11x7"):
+        o = Online(text, seed=(1 << 64) - 3, salt=7)
+        (w,) = o.draw(4, idx, (40, 44, 3))
+        for i in idx:
+            assert draw_window(o, 4, int(i), (40, 44, 3)) == (
+                int(w.y0[i]), int(w.x0[i]), w.h, w.w, bool(w.fy[i]), bool(w.fx[i])), (text, i)
