@@ -21,9 +21,10 @@ RandomCrop(28, padding=2) + RandomHorizontalFlip, given four ways:
 Every arm sees the same model initialisation, batch order seed and optimiser
 (Adam, lr 2e-3, batch 128) per seed. prep's arms read with ds.loader in the
 training process (num_workers=0: on 2 cores, workers would take the
-training's CPU). Prints test accuracy (mean +- sd over seeds) and the wall
-time per epoch (mean over every epoch of every seed); conversion time is
-printed apart (paid once).
+training's CPU). Prints test accuracy (mean +- sd over seeds), the wall
+time per epoch (mean over every epoch of every seed) and how much of it the
+loop spent waiting for batches; conversion time is printed apart (paid
+once).
 """
 
 import argparse
@@ -122,19 +123,28 @@ def test_accuracy(model, x, y):
 
 
 def train(arm, batches, epochs, seed, test):
-    """batches(epoch) yields (x float (N,1,28,28) in [0,1], y); returns (accuracy, seconds per epoch)."""
+    """batches(epoch) yields (x float (N,1,28,28) in [0,1], y); returns (accuracy, seconds per
+    epoch, seconds per epoch the loop waited for its batches)."""
     torch.manual_seed(seed)
     model = Net()
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    times = []
+    times, waits = [], []
     for e in range(epochs):
         t0 = time.perf_counter()
-        for x, y in batches(e):
+        wait = 0.0
+        it = iter(batches(e))
+        while True:
+            t1 = time.perf_counter()
+            b = next(it, None)
+            wait += time.perf_counter() - t1
+            if b is None:
+                break
             opt.zero_grad()
-            F.cross_entropy(model(x), y).backward()
+            F.cross_entropy(model(b[0]), b[1]).backward()
             opt.step()
         times.append(time.perf_counter() - t0)
-    return test_accuracy(model, *test), times
+        waits.append(wait)
+    return test_accuracy(model, *test), times, waits
 
 
 def prep_batches(ds, seed, epoch_indices=None):
@@ -206,20 +216,24 @@ def main():
 
     results = {}
     for name, make in arms.items():
-        accs, times = [], []
+        accs, times, waits = [], [], []
         for seed in a.seeds:
-            acc, t = train(name, make(seed), E, seed, test)
+            acc, t, w = train(name, make(seed), E, seed, test)
             accs.append(acc)
             times += t
-            print(f"  {name:12s} seed {seed}: test accuracy {acc:.4f}, {statistics.mean(t):.2f} s/epoch", flush=True)
-        results[name] = {"acc": accs, "epoch_s": times, "convert_s": conv.get(name)}
-    print(f"\n| arm | test accuracy (mean ± sd, {len(a.seeds)} seeds) | wall s/epoch (mean ± sd) | convert s |")
-    print("|---|---|---|---|")
+            waits += w
+            print(f"  {name:12s} seed {seed}: test accuracy {acc:.4f}, {statistics.mean(t):.2f} s/epoch, "
+                  f"{statistics.mean(w):.2f} s of it waiting for data", flush=True)
+        results[name] = {"acc": accs, "epoch_s": times, "wait_s": waits, "convert_s": conv.get(name)}
+    print(f"\n| arm | test accuracy (mean ± sd, {len(a.seeds)} seeds) | wall s/epoch (mean ± sd) | "
+          "of which waiting for data | convert s |")
+    print("|---|---|---|---|---|")
     for name, r in results.items():
         sd = statistics.stdev(r["acc"]) if len(r["acc"]) > 1 else 0.0
         cs = "" if r["convert_s"] is None else f"{r['convert_s']:.1f}"
         print(f"| {name} | {100 * statistics.mean(r['acc']):.2f} ± {100 * sd:.2f} % | "
-              f"{statistics.mean(r['epoch_s']):.2f} ± {statistics.stdev(r['epoch_s']) if len(r['epoch_s']) > 1 else 0:.2f} | {cs} |")
+              f"{statistics.mean(r['epoch_s']):.2f} ± {statistics.stdev(r['epoch_s']) if len(r['epoch_s']) > 1 else 0:.2f} | "
+              f"{statistics.mean(r['wait_s']):.2f} | {cs} |")
     if a.json:
         json.dump(results, open(a.json, "w"), indent=1)
 
