@@ -20,6 +20,9 @@ num_workers=2, shuffle, the loop taking uint8 batches and doing nothing else:
   plain     ShardDataset(offline).loader(...): 224x224 as stored (prepshards without online ops)
   raw       ShardDataset(split, raw=True).loader(...): the 256x256 stored samples
 
+online+float and plain+float: the same, the loop making each batch NCHW
+float in [0, 1] on the CPU (what a CPU training step takes).
+
 --runs rounds in rotating order; prints each case's median samples/s with
 its min-max and the ratios online/tv (goal >= 20) and online/plain (goal
 >= 0.9, a cost of at most 10%).
@@ -116,17 +119,26 @@ def main():
     def tv_case(epoch):
         return torch.utils.data.DataLoader(tv_ds, batch_size=a.batch, shuffle=True, num_workers=a.workers)
 
-    cases = {"tv": tv_case, "online": prep_case(online), "plain": prep_case(plain), "raw": prep_case(raw)}
+    def to_float(make):
+        """The same batches, made into what a CPU training step takes: NCHW float in [0, 1]."""
+        def gen(epoch):
+            for x, y in make(epoch):
+                yield x.permute(0, 3, 1, 2).float().div_(255), y
+        return gen
+
+    cases = {"tv": tv_case, "online": prep_case(online), "plain": prep_case(plain), "raw": prep_case(raw),
+             "online+float": to_float(prep_case(online)), "plain+float": to_float(prep_case(plain))}
     rates = {k: [] for k in cases}
     names = list(cases)
     for r in range(a.runs):
         for k in names[r % len(names):] + names[:r % len(names)]:
             rates[k].append(timed(cases[k], a.seconds))
     for k, v in rates.items():
-        print(f"  {k:7s} {statistics.median(v):9.0f} samples/s  (min {min(v):.0f}, max {max(v):.0f})")
+        print(f"  {k:12s} {statistics.median(v):9.0f} samples/s  (min {min(v):.0f}, max {max(v):.0f})")
     med = {k: statistics.median(v) for k, v in rates.items()}
     print(f"online/tv    {med['online'] / med['tv']:.1f}x (goal >= 20)")
     print(f"online/plain {med['online'] / med['plain']:.2f} (goal >= 0.9: online ops cost at most 10%)")
+    print(f"online/plain {med['online+float'] / med['plain+float']:.2f} with the loop's .float().div(255) on CPU")
 
 
 if __name__ == "__main__":

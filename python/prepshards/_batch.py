@@ -168,13 +168,23 @@ def fill_augmented(ss, spec, stored, runs, out, aug):
     steps = online.draw(epoch, gids, stored.shape)
     if online.fused:
         (w,) = steps
+        y0s, x0s, fys, fxs, pos = w.y0.tolist(), w.x0.tolist(), w.fy.tolist(), w.fx.tolist(), pos.tolist()
+        row = math.prod(stored.shape[1:]) * stored.dtype.itemsize
+        rows = _scratch_of(w.h * row)[:w.h * row].view(stored.dtype).reshape((w.h,) + stored.shape[1:])
+        mv = memoryview(rows).cast("B")
         t = 0
         for k, a, b, _ in runs:
             s = ss.shards[k]
+            f = s.field.get(spec.name) if hasattr(s, "field") else None
+            direct = f is not None and not f.ragged and f.offset >= 0
+            fd = s.files.fd(s.k) if direct else None
             for j in range(a, b):
-                y0 = int(w.y0[t])
-                rows = read_rows(s, spec.name, j, y0, w.h, stored.shape, stored.dtype)
-                copy_window(out[pos[t]], rows, int(w.x0[t]), bool(w.fy[t]), bool(w.fx[t]))
+                if direct:  # the window's rows alone, one read (the loop body of read_rows, hoisted)
+                    pread_into(fd, mv, f.offset + j * f.sample_nbytes + y0s[t] * row, s.path)
+                    src = rows
+                else:
+                    src = read_rows(s, spec.name, j, y0s[t], w.h, stored.shape, stored.dtype)
+                copy_window(out[pos[t]], src, x0s[t], fys[t], fxs[t])
                 t += 1
         return
     from . import _torch  # noqa: PLC0415
