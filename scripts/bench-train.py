@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Training equivalence: online augmentation vs prep offline copies vs the split recipe.
 
-    /usr/bin/python3 scripts/bench-train.py [--prep bin/prep] [--train 5000] [--epochs 8]
+    /usr/bin/python3 scripts/bench-train.py [--prep bin/prep] [--train 10000] [--epochs 10]
         [--seeds 0 1 2] [--json out/bench-train.json]
 
 A tiny CNN (3x3 convs of 8 and 16 channels, then one linear layer: 9k weights) is trained on a class-balanced
@@ -164,8 +164,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prep", default=os.path.join(REPO, "bin", "prep"))
     ap.add_argument("--out", default=os.path.join(REPO, "out", "bench-train"))
-    ap.add_argument("--train", type=int, default=5000, help="training images (class-balanced subset)")
-    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--train", type=int, default=10000, help="training images (class-balanced subset)")
+    ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--arms", nargs="+", default=["torchvision", "copies=1", "copies=E", "split"])
     ap.add_argument("--json", help="also write the results here")
@@ -214,17 +214,16 @@ def main():
     for k, v in conv.items():
         print(f"  convert {k}: {v:.1f} s")
 
-    results = {}
-    for name, make in arms.items():
-        accs, times, waits = [], [], []
-        for seed in a.seeds:
+    results = {name: {"acc": [], "epoch_s": [], "wait_s": [], "convert_s": conv.get(name)} for name in arms}
+    for seed in a.seeds:  # seeds outside, arms inside: a change in the machine's load hits every arm
+        for name, make in arms.items():
             acc, t, w = train(name, make(seed), E, seed, test)
-            accs.append(acc)
-            times += t
-            waits += w
+            r = results[name]
+            r["acc"].append(acc)
+            r["epoch_s"] += t
+            r["wait_s"] += w
             print(f"  {name:12s} seed {seed}: test accuracy {acc:.4f}, {statistics.mean(t):.2f} s/epoch, "
                   f"{statistics.mean(w):.2f} s of it waiting for data", flush=True)
-        results[name] = {"acc": accs, "epoch_s": times, "wait_s": waits, "convert_s": conv.get(name)}
     print(f"\n| arm | test accuracy (mean ± sd, {len(a.seeds)} seeds) | wall s/epoch (mean ± sd) | "
           "of which waiting for data | convert s |")
     print("|---|---|---|---|---|")
