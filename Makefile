@@ -7,7 +7,7 @@ GO ?= go
 export GOEXPERIMENT=simd
 BIN := bin/prep
 APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
-            libjpeg62-turbo-dev libpng-dev libwebp-dev libflac-dev python3-h5py python3-pil python3-numpy \
+            libjpeg62-turbo-dev libpng-dev libwebp-dev libflac-dev libmpg123-dev python3-h5py python3-pil python3-numpy \
             python3-torch python3-torchvision python3-pytest ca-certificates qemu-user-static bash-completion python3-venv
 # Debian's interpreter, with the python3-* packages above: the Python reader's
 # tests run on it (a python3 earlier on PATH may lack them).
@@ -125,11 +125,11 @@ bench-train: build
 # one. CGO_ENABLED=0: libhdf5 and libjpeg-turbo are C, so formats/hdf5,
 # cmd/prep, bench and convert's tests, which link libhdf5, are left out
 # (imgdec falls back to Go's decoders).
-CROSS_BUILD := ./augment/ ./convert/ ./cloudsrc/... ./formats/ ./formats/ffmpeg/ ./formats/imgdec/ \
-               ./formats/manifest/ ./formats/npy/ ./formats/tarshard/ ./formats/wav/ ./formats/pcm/ \
-               ./formats/audiodec/ ./bench/gpu/
-CROSS_TEST := ./augment/ ./cloudsrc/ ./formats/ ./formats/imgdec/ ./formats/manifest/ ./formats/npy/ \
-              ./formats/tarshard/ ./formats/wav/ ./formats/pcm/
+CROSS_BUILD := ./augment/ ./convert/ ./media/ ./cloudsrc/... ./formats/ ./media/ffmpeg/ ./formats/imgdec/ \
+               ./formats/manifest/ ./formats/npy/ ./formats/tarshard/ ./formats/wav/ ./media/pcm/ \
+               ./media/audiodec/ ./bench/gpu/
+CROSS_TEST := ./augment/ ./media/ ./cloudsrc/ ./formats/ ./formats/imgdec/ ./formats/manifest/ ./formats/npy/ \
+              ./formats/tarshard/ ./formats/wav/ ./media/pcm/
 cross: deps
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build $(CROSS_BUILD)
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet $(CROSS_TEST)

@@ -10,8 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/audiodec"
-	"github.com/prep-dev/prep/formats/pcm"
+	"github.com/prep-dev/prep/media/audiodec"
+	"github.com/prep-dev/prep/media/pcm"
 )
 
 // AudioOptions choose the PCM that audio samples hold.
@@ -28,9 +28,9 @@ type AudioOptions struct {
 	MaxSampleBytes int64
 }
 
-// NewAudioHandler decodes audio files (WAV and FLAC in process, .mp3,
-// .ogg, .opus and anything else ffmpeg reads through ffmpeg; see package
-// audiodec), applies aug (nil: no augmentation) and makes one sample per
+// NewAudioHandler decodes audio files (WAV, FLAC, Ogg Vorbis and MP3 in
+// process, .opus and anything else ffmpeg reads through ffmpeg; see
+// package audiodec), applies aug (nil: no augmentation) and makes one sample per
 // file: a (T,) tensor for mono, (T, C) for C > 1 channels, of float32 or
 // int16, and its Rate. The key is the input's key.
 func NewAudioHandler(opt AudioOptions, aug AudioAugmenter) Handler {

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/prep-dev/prep/formats/ffmpeg"
+	"github.com/prep-dev/prep/media/ffmpeg"
 )
 
 // withLocalFile calls fn with a path to in's bytes: in.Path when the input

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/ffmpeg"
+	"github.com/prep-dev/prep/media/ffmpeg"
 )
 
 // VideoOptions choose the frames of each video and how they become

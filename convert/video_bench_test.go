@@ -11,8 +11,8 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/cloudsrc"
-	"github.com/prep-dev/prep/formats/ffmpeg"
 	"github.com/prep-dev/prep/formats/hdf5"
+	"github.com/prep-dev/prep/media/ffmpeg"
 )
 
 // BenchmarkVideoEndToEnd converts a 10 s 320×240 h264 clip through the

@@ -16,7 +16,7 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/ffmpeg"
+	"github.com/prep-dev/prep/media/ffmpeg"
 )
 
 // mediaInput reads testdata/<rel> as the pipeline would: with its local
@@ -275,13 +275,15 @@ func TestVideoHandlerErrors(t *testing.T) {
 	if !IsFatal(err) || !strings.Contains(err.Error(), `install it with "apt-get install ffmpeg"`) {
 		t.Errorf("without ffmpeg: %v (fatal %v), want a fatal error saying how to install it", err, IsFatal(err))
 	}
-	// MP3 goes through ffmpeg; WAV decodes in process.
-	_, err = NewAudioHandler(AudioOptions{}, nil).Samples(ctx, mediaInput(t, "audio/sine.mp3", 0, true), 0, rng)
+	// Opus goes through ffmpeg; WAV and MP3 (cgo: libmpg123) decode in process.
+	_, err = NewAudioHandler(AudioOptions{}, nil).Samples(ctx, mediaInput(t, "audio/sine.opus", 0, true), 0, rng)
 	if !IsFatal(err) || errors.Unwrap(err) == nil && !strings.Contains(err.Error(), "ffmpeg not found") {
-		t.Errorf("mp3 without ffmpeg: %v, want a fatal error", err)
+		t.Errorf("opus without ffmpeg: %v, want a fatal error", err)
 	}
-	if _, err = NewAudioHandler(AudioOptions{}, nil).Samples(ctx, mediaInput(t, "audio/sine.wav", 0, true), 0, rng); err != nil {
-		t.Errorf("wav without ffmpeg: %v", err)
+	for _, file := range []string{"audio/sine.wav", "audio/sine.mp3"} {
+		if _, err = NewAudioHandler(AudioOptions{}, nil).Samples(ctx, mediaInput(t, file, 0, true), 0, rng); err != nil {
+			t.Errorf("%s without ffmpeg: %v", file, err)
+		}
 	}
 }
 

@@ -10,11 +10,14 @@ and game sounds (frozen-bubble-data) and desktop sounds
 48 kHz stereo, then cuts COUNT clips of 1 to 12 s from them with a fixed
 seed, written as a speech or music dataset would hold them:
 
+  mp3   a third of the clips, 1 to 5 s (speech-corpus length, as Common Voice):
+        mono at 48, 44.1, 22.05 or 16 kHz, some stereo at 44.1 kHz, CBR 32 to
+        128 kbit/s or VBR, encoded by ffmpeg's libmp3lame (Xing/LAME header)
   wav   16-bit PCM at 16, 22.05, 44.1 or 48 kHz, mono or stereo; a tenth 24-bit
   flac  16- or 24-bit at 44.1 or 48 kHz
   ogg   Vorbis at 44.1 kHz stereo
 
-Needs apt-get, dpkg-deb and sox (make deps installs it). Idempotent: a set
+Needs apt-get, dpkg-deb, sox and ffmpeg (make deps installs them). Idempotent: a set
 made by the same VERSION is left alone (out/benchaudio.stamp); it is written
 under OUT.tmp and renamed. scripts/benchaudio.md lists the sources and
 their licences.
@@ -33,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchphotos import download, read  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-VERSION = 1
+VERSION = 2
 SEED = 20261125
 COUNT = 200
 
@@ -46,7 +49,9 @@ SOURCES = {
 }
 KINDS = [("speech", 0.5), ("music", 0.35), ("effects", 0.15)]
 # format -> share, and how its clips are drawn.
-FORMATS = [("wav", 0.55), ("flac", 0.3), ("ogg", 0.15)]
+FORMATS = [("mp3", 1 / 3), ("wav", 0.37), ("flac", 0.2), ("ogg", 0.1)]
+MP3_RATES = [(48000, 0.4), (44100, 0.25), (22050, 0.15), (16000, 0.2)]
+MP3_QUALITY = [(["-b:a", "32k"], 0.2), (["-b:a", "64k"], 0.3), (["-b:a", "128k"], 0.2), (["-q:a", "5"], 0.3)]
 WAV_RATES = [(16000, 0.3), (22050, 0.1), (44100, 0.35), (48000, 0.25)]
 
 
@@ -55,8 +60,9 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, "out", "benchaudio"))
     ap.add_argument("--cache", default=os.path.join(REPO, "out", "benchaudio-src"))
     a = ap.parse_args()
-    if shutil.which("sox") is None:
-        sys.exit("benchaudio: sox not found: apt-get install sox (or make deps)")
+    for tool in ("sox", "ffmpeg"):
+        if shutil.which(tool) is None:
+            sys.exit(f"benchaudio: {tool} not found: apt-get install {tool} (or make deps)")
     stamp = a.out.rstrip("/") + ".stamp"
     want = f"benchaudio v{VERSION} seed {SEED} count {COUNT}\n"
     if os.path.isdir(a.out) and read(stamp) == want:
@@ -143,20 +149,36 @@ def make(tapes, out):
     made = []
     for i in range(COUNT):
         kind, fmt = pick(rng, KINDS), pick(rng, FORMATS)
-        dur = round(rng.uniform(1, 12), 3)
+        dur = round(rng.uniform(1, 5) if fmt == "mp3" else rng.uniform(1, 12), 3)
         start = round(rng.uniform(0, max(0, lengths[kind] - dur)), 3)
         if fmt == "wav":
             rate, ch = pick(rng, WAV_RATES), rng.choice([1, 2])
             bits = 24 if rng.random() < 0.1 else 16
         elif fmt == "flac":
             rate, ch, bits = rng.choice([44100, 48000]), rng.choice([1, 2]), rng.choice([16, 16, 24])
+        elif fmt == "mp3":
+            rate, ch, bits = pick(rng, MP3_RATES), 1, 16
+            if rate == 44100 and rng.random() < 0.6:
+                ch = 2
+            quality = pick(rng, MP3_QUALITY)
         else:
             rate, ch, bits = 44100, 2, 16
         name = os.path.join(out, fmt, f"{kind}-{i:03d}-{rate // 1000}k{ch}.{fmt}")
         os.makedirs(os.path.dirname(name), exist_ok=True)
         # dither off: the same sox gives the same bytes.
         opts = ["-r", str(rate), "-c", str(ch)] + (["-b", str(bits)] if fmt != "ogg" else [])
-        sox("-D", tapes[kind], *opts, name, "trim", str(start), str(dur))
+        if fmt == "mp3":
+            # sox cuts a WAV, ffmpeg's libmp3lame encodes it (with the
+            # Xing/LAME header that gives the gapless length).
+            wav = name + ".tmp.wav"
+            sox("-D", tapes[kind], *opts, wav, "trim", str(start), str(dur))
+            r = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", wav, "-map_metadata", "-1",
+                                "-c:a", "libmp3lame", *quality, name], capture_output=True, text=True)
+            os.remove(wav)
+            if r.returncode != 0:
+                sys.exit(f"benchaudio: ffmpeg {name}: {r.stderr.strip()}")
+        else:
+            sox("-D", tapes[kind], *opts, name, "trim", str(start), str(dur))
         made.append((name, dur))
     return made
 

@@ -40,8 +40,10 @@ ff -f lavfi -i "$sine:sample_rate=16000" $common -c:a flac "$a/sine.flac"
 ff -f lavfi -i "$sine:sample_rate=44100" $common -c:a libmp3lame -b:a 64k "$a/sine.mp3"
 ff -f lavfi -i "$sine:sample_rate=32000" $common -ac 2 -c:a libvorbis -q:a 2 "$a/sine.ogg"  # stereo
 ff -f lavfi -i "$sine:sample_rate=48000" $common -c:a libopus -b:a 32k "$a/sine.opus"
+# Half a second, without the Xing/Info header: its length is known only once decoded.
+ff -f lavfi -i "sine=frequency=440:duration=0.5:sample_rate=22050" $common -c:a libmp3lame -b:a 32k -write_xing 0 "$a/noinfo.mp3"
 # truncated.wav is cut inside its header (no data chunk: ffmpeg refuses it);
-# truncated.mp3 is the first half of sine.mp3 (ffmpeg decodes what is there).
+# truncated.mp3 is the first half of sine.mp3 (prep skips it as cut off).
 head -c 40 "$a/sine.wav" > "$a/truncated.wav"
 size=$(wc -c < "$a/sine.mp3")
 head -c $((size / 2)) "$a/sine.mp3" > "$a/truncated.mp3"

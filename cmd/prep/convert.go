@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,21 +21,12 @@ import (
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/convert"
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/ffmpeg"
 	"github.com/prep-dev/prep/formats/imgdec"
+	"github.com/prep-dev/prep/media"
+	"github.com/prep-dev/prep/media/ffmpeg"
 )
 
 func init() { commands = append(commands, newConvertCmd) }
-
-// Input kinds by file extension.
-var (
-	// torchvision's IMG_EXTENSIONS and .gif; the decoder goes by the
-	// content (imgdec), the extension only picks the files.
-	imageExts = []string{".jpg", ".jpeg", ".png", ".ppm", ".pgm", ".pbm", ".bmp", ".tif", ".tiff", ".webp", ".gif"}
-	videoExts = []string{".mp4", ".mkv", ".webm", ".avi", ".mov"}
-	audioExts = []string{".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a"}
-	npyExts   = []string{".npy", ".npz"}
-)
 
 type convertFlags struct {
 	recipe        string
@@ -103,6 +93,7 @@ manifest.json (--no-merge leaves that to prep merge-manifest).`,
 // addConvertFlags registers convert's flags; plan takes the same, so that
 // a convert command line plans as it is.
 func addConvertFlags(fl *pflag.FlagSet, f *convertFlags) {
+	def := media.Defaults()
 	fl.StringVar(&f.recipe, "recipe", "", `augmentations, e.g. "resize=256,crop=224:random,hflip=0.5", or a .yaml/.json file; every op: prep help recipes`)
 	fl.StringVar(&f.format, "format", "", "shard format: hdf5, png (PNG-0 in tar) or wav (WAV in tar); default hdf5, wav for audio")
 	fl.StringVar(&f.shardSize, "shard-size", "256MiB", "target shard size (B, KB, MB, GB, KiB, MiB, GiB)")
@@ -119,18 +110,18 @@ func addConvertFlags(fl *pflag.FlagSet, f *convertFlags) {
 	fl.BoolVar(&f.overwrite, "overwrite", false, "replace an earlier run in DST, or write beside other files")
 	fl.BoolVar(&f.strict, "strict", false, "fail on the first bad input instead of skipping it")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the summary as JSON on stdout")
-	fl.Int64Var(&f.maxPixels, "max-pixels", imgdec.DefaultMaxPixels, "refuse images whose header declares more pixels")
-	fl.StringVar(&f.decoder, "decoder", "auto", "image decoders: auto, turbo (libjpeg-turbo with DCT scaling, libpng) or go (image/jpeg, image/png)")
+	fl.Int64Var(&f.maxPixels, "max-pixels", def.MaxPixels, "refuse images whose header declares more pixels")
+	fl.StringVar(&f.decoder, "decoder", def.Decoder, "image decoders: auto, turbo (libjpeg-turbo with DCT scaling, libpng) or go (image/jpeg, image/png)")
 	ioFlags(fl, &f.io, 5*time.Minute)
-	fl.Float64Var(&f.video.FPS, "fps", 0, "video: resample to this frame rate first (0 keeps every decoded frame)")
-	fl.IntVar(&f.video.Every, "every", 1, "video: keep every Nth frame")
-	fl.IntVar(&f.video.Clip, "clip", 1, "video: T consecutive frames form one (T,H,W,3) sample; 1 makes every frame a sample")
-	fl.IntVar(&f.video.MaxFrames, "max-frames", 0, "video: keep at most this many frames per video (0: all)")
-	fl.IntVar(&f.audio.Rate, "rate", 16000, "audio: sample rate in Hz")
-	fl.IntVar(&f.audio.Channels, "channels", 1, "audio: channels (to 1: the average of the file's channels; from 1: copied)")
-	fl.Float64Var(&f.audio.Duration, "duration", 0, "audio: trim or pad every file to this many seconds (0 keeps each whole)")
-	fl.StringVar(&f.audio.SampleFormat, "sample-format", "s16", "audio: s16 (16-bit PCM) or f32 (IEEE float)")
-	fl.IntVar(&f.splitAxis, "split-axis", -1, ".npy/.npz: -1 makes each file one sample, 0 makes each row along axis 0 a sample")
+	fl.Float64Var(&f.video.FPS, "fps", def.FPS, "video: resample to this frame rate first (0 keeps every decoded frame)")
+	fl.IntVar(&f.video.Every, "every", def.Every, "video: keep every Nth frame")
+	fl.IntVar(&f.video.Clip, "clip", def.Clip, "video: T consecutive frames form one (T,H,W,3) sample; 1 makes every frame a sample")
+	fl.IntVar(&f.video.MaxFrames, "max-frames", def.MaxFrames, "video: keep at most this many frames per video (0: all)")
+	fl.IntVar(&f.audio.Rate, "rate", def.Rate, "audio: sample rate in Hz")
+	fl.IntVar(&f.audio.Channels, "channels", def.Channels, "audio: channels (to 1: the average of the file's channels; from 1: copied)")
+	fl.Float64Var(&f.audio.Duration, "duration", def.Duration, "audio: trim or pad every file to this many seconds (0 keeps each whole)")
+	fl.StringVar(&f.audio.SampleFormat, "sample-format", def.SampleFormat, "audio: s16 (16-bit PCM) or f32 (IEEE float)")
+	fl.IntVar(&f.splitAxis, "split-axis", def.SplitAxis, ".npy/.npz: -1 makes each file one sample, 0 makes each row along axis 0 a sample")
 	fl.StringVar(&f.maxSampleSize, "max-sample-bytes", defaultMaxSample, ".npz: skip an archive whose compressed members would inflate to more than this; audio and video: skip a file whose samples would be larger")
 	fl.StringVar((*string)(&f.labels.Layout), "layout", string(convert.LayoutAuto), "a folder's labels: auto (ImageFolder classes when files sit in folders, else none), imagefolder (require SRC/<class>/<file>) or flat (every file at any depth, no labels)")
 	fl.BoolVar(&f.labels.KeepEmptyClasses, "keep-empty-classes", false, "keep the index of a class folder with no convertible file (or whose every input fails), with a warning, instead of refusing the run")
@@ -184,27 +175,18 @@ type taskEngine struct{ index, count, first, last string }
 // (a flag silently ignored is a recipe the user did not get), and video or
 // audio inputs need ffmpeg.
 func checkMediaInputs(cmd *cobra.Command, src string, l *convert.Listing) error {
-	var video, audio bool
+	has := map[media.Kind]bool{}
 	for _, e := range l.Entries {
-		video = video || hasExt(e.Key, videoExts)
-		audio = audio || hasExt(e.Key, audioExts)
+		has[media.KindOf(e.Key)] = true
 	}
-	for _, k := range []struct {
-		flags []string
-		has   bool
-		kind  string
-		exts  []string
-	}{
-		{[]string{"fps", "every", "clip", "max-frames"}, video, "video", videoExts},
-		{[]string{"rate", "channels", "duration", "sample-format"}, audio, "audio", audioExts},
-	} {
-		for _, name := range k.flags {
-			if !k.has && cmd.Flags().Changed(name) {
-				return usagef("--%s applies to %s inputs (%s), and %s holds none", name, k.kind, strings.Join(k.exts, " "), src)
+	for _, k := range []media.Kind{media.Video, media.Audio} {
+		for _, name := range k.Flags() {
+			if !has[k] && cmd.Flags().Changed(name) {
+				return usagef("--%s applies to %s inputs (%s), and %s holds none", name, k, strings.Join(k.Exts(), " "), src)
 			}
 		}
 	}
-	if video || audio {
+	if has[media.Video] || has[media.Audio] {
 		return ffmpeg.Check()
 	}
 	return nil
@@ -359,16 +341,6 @@ func parseSize(s string) (int64, error) {
 	return int64(v * float64(mult)), nil
 }
 
-func hasExt(key string, exts []string) bool {
-	e := strings.ToLower(path.Ext(key))
-	for _, x := range exts {
-		if e == x {
-			return true
-		}
-	}
-	return false
-}
-
 // checkedFlags is what convert's flags give once checked.
 type checkedFlags struct {
 	shardSize            int64
@@ -494,7 +466,7 @@ func runConvert(cmd *cobra.Command, src, dst string, f *convertFlags) (err error
 			os.Remove(dst)
 		}
 	}()
-	opts := recordedOptions(cmd.Flags())
+	opts := f.mediaOptions().Record()
 	if f.labels.Layout != convert.LayoutAuto {
 		opts["layout"] = string(f.labels.Layout) // recorded only when set, so that other runs' manifests stay as they were
 	}
@@ -576,16 +548,13 @@ func printMerge(w io.Writer, r *convert.MergeResult) {
 func pickFormat(name string, l *convert.Listing) (formats.ReadWriteFormat, error) {
 	if name == "" {
 		// Audio alone defaults to WAV; everything else to HDF5.
-		name = "hdf5"
-		if len(l.Entries) > 0 {
-			name = "wav"
+		var keys []string
+		if l != nil {
 			for _, e := range l.Entries {
-				if !hasExt(e.Key, audioExts) {
-					name = "hdf5"
-					break
-				}
+				keys = append(keys, e.Key)
 			}
 		}
+		name = media.DefaultFormat(keys)
 	}
 	if f := shardFormats.Format(name); f != nil {
 		return f, nil
@@ -613,7 +582,7 @@ func listConvertible(cmd *cobra.Command, src string, f *convertFlags, handler fu
 	}
 	if len(listing.Entries) == 0 {
 		return nil, nil, fmt.Errorf("%s holds no inputs prep converts (%d files of other types): it takes %s",
-			src, len(listing.Ignored), strings.Join(slices.Concat(imageExts, npyExts, videoExts, audioExts), " "))
+			src, len(listing.Ignored), strings.Join(media.Exts(), " "))
 	}
 	format, err := pickFormat(f.format, listing)
 	if err != nil {

@@ -287,6 +287,9 @@ func TestDeployRejects(t *testing.T) {
 		{"no libFLAC at run time", "Dockerfile",
 			[]edit{{" libflac12 ", " "}},
 			[]string{"Dockerfile", "runtime stage", "libFLAC"}},
+		{"no libmpg123 at run time", "Dockerfile",
+			[]edit{{" libmpg123-0 ", " "}},
+			[]string{"Dockerfile", "runtime stage", "libmpg123"}},
 		{"no libpng at run time", "Dockerfile",
 			[]edit{{" libpng16-16 ", " "}},
 			[]string{"Dockerfile", "runtime stage", "libpng"}},
@@ -1094,6 +1097,9 @@ func checkDockerfile(file string, data []byte, calls *[]*checkedCall) (*imageCon
 	}
 	if !slices.ContainsFunc(pkgs, func(p string) bool { return strings.HasPrefix(p, "libflac") && !strings.HasSuffix(p, "-dev") }) {
 		fail("runtime stage: installs no libFLAC runtime library (FLAC decoding) (%q)", pkgs)
+	}
+	if !slices.ContainsFunc(pkgs, func(p string) bool { return strings.HasPrefix(p, "libmpg123") && !strings.HasSuffix(p, "-dev") }) {
+		fail("runtime stage: installs no libmpg123 runtime library (MP3 decoding) (%q)", pkgs)
 	}
 	if !slices.Contains(pkgs, "ffmpeg") {
 		fail("runtime stage: installs no ffmpeg (video and audio inputs) (%q)", pkgs)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/convert"
-	"github.com/prep-dev/prep/formats/audiodec"
 	"github.com/prep-dev/prep/formats/imgdec"
+	"github.com/prep-dev/prep/media/audiodec"
 )
 
 // fastPaths says which of prep's fast code paths this binary runs on this
@@ -27,7 +27,7 @@ type fastPaths struct {
 	resampler string // the resampler's loops: "AVX-512", "AVX2" or "scalar"
 	rgbCopy   string // the copy into RGB samples: "AVX-512 VBMI", "AVX2" or "scalar"
 	godebug   string // the cpu.* settings of GODEBUG (cpu.avx512f=off), which turn paths off
-	decoders  bool   // libjpeg-turbo, libpng and libFLAC are built in (cgo)
+	decoders  bool   // libjpeg-turbo, libpng, libFLAC and libmpg123 are built in (cgo)
 }
 
 // detectFastPaths is a variable so that tests can give convert a slow build.
@@ -39,7 +39,7 @@ var detectFastPaths = func() fastPaths {
 		resampler: augment.SIMD(),
 		rgbCopy:   convert.RGBSIMD(),
 		godebug:   cpuGODEBUG(),
-		decoders:  imgdec.TurboAvailable() && audiodec.LibFLACAvailable(),
+		decoders:  imgdec.TurboAvailable() && audiodec.LibFLACAvailable() && audiodec.MPG123Available(),
 	}
 }
 
@@ -63,6 +63,7 @@ type fastPath struct{ name, what string }
 
 func (f fastPaths) lines() []fastPath {
 	jpeg, png, flac := "libjpeg-turbo, with DCT scaling (cgo)", "libpng (cgo)", "libFLAC (cgo)"
+	mp3 := "libmpg123, gapless (cgo)"
 	if own, why := imgdec.OwnEntropy(); own {
 		jpeg += "; prep's entropy decoders"
 	} else if f.decoders {
@@ -72,9 +73,10 @@ func (f fastPaths) lines() []fastPath {
 		jpeg = "image/jpeg, full size only: built without cgo (rebuild: make install)"
 		png = "image/png: built without cgo (rebuild: make install)"
 		flac = "github.com/mewkiz/flac, 2x the CPU: built without cgo (rebuild: make install)"
+		mp3 = "ffmpeg, a process per file: built without cgo (rebuild: make install)"
 	}
 	return []fastPath{{"simd", f.simd()}, {"jpeg", jpeg}, {"png", png}, {"webp", imgdec.WebPDecoder()},
-		{"other", imgdec.OtherFormats}, {"flac", flac}}
+		{"other", imgdec.OtherFormats}, {"flac", flac}, {"mp3", mp3}}
 }
 
 // simd is the line for the SIMD loops: the path that runs (AVX-512, AVX2

@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/spf13/pflag"
-
 	"github.com/prep-dev/prep/augment"
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/convert"
 	"github.com/prep-dev/prep/formats/imgdec"
 	"github.com/prep-dev/prep/formats/manifest"
+	"github.com/prep-dev/prep/media"
 )
 
 // handler builds the input handlers convert's flags and recipe ask for,
@@ -26,62 +25,47 @@ func (f *convertFlags) handler(recipe *augment.Recipe) func(key string) convert.
 	videoHandler := convert.NewVideoHandler(video, recipe)
 	audioHandler := convert.NewAudioHandler(audio, recipe)
 	return func(key string) convert.Handler {
-		switch {
-		case hasExt(key, imageExts):
+		switch media.KindOf(key) {
+		case media.Image:
 			return imageHandler
-		case hasExt(key, npyExts):
+		case media.Array:
 			return npyHandler
-		case hasExt(key, videoExts):
+		case media.Video:
 			return videoHandler
-		case hasExt(key, audioExts):
+		case media.Audio:
 			return audioHandler
 		}
 		return nil
 	}
 }
 
-// optionFlags pairs the manifest's options (docs/FORMAT.md §2.1) with the
-// flags they record: the settings besides the recipe that shape the output.
-var optionFlags = []struct{ key, flag string }{
-	{"max_pixels", "max-pixels"},
-	{"decoder", "decoder"},
-	{"split_axis", "split-axis"},
-	{"fps", "fps"},
-	{"every", "every"},
-	{"clip", "clip"},
-	{"max_frames", "max-frames"},
-	{"rate", "rate"},
-	{"channels", "channels"},
-	{"duration", "duration"},
-	{"sample_fmt", "sample-format"},
+// mediaOptions are the media settings of f, as a manifest records them.
+func (f *convertFlags) mediaOptions() media.Options {
+	return media.Options{
+		MaxPixels: f.maxPixels, Decoder: f.decoder, SplitAxis: f.splitAxis,
+		FPS: f.video.FPS, Every: f.video.Every, Clip: f.video.Clip, MaxFrames: f.video.MaxFrames,
+		Rate: f.audio.Rate, Channels: f.audio.Channels, Duration: f.audio.Duration, SampleFormat: f.audio.SampleFormat,
+	}
 }
 
-// recordedOptions are the options a run's manifest records, from convert's
-// flags.
-func recordedOptions(fl *pflag.FlagSet) map[string]string {
-	opts := make(map[string]string, len(optionFlags))
-	for _, o := range optionFlags {
-		opts[o.key] = fl.Lookup(o.flag).Value.String()
-	}
-	return opts
+// setMediaOptions sets f's media flags from o.
+func (f *convertFlags) setMediaOptions(o media.Options) {
+	f.maxPixels, f.decoder, f.splitAxis = o.MaxPixels, o.Decoder, o.SplitAxis
+	f.video.FPS, f.video.Every, f.video.Clip, f.video.MaxFrames = o.FPS, o.Every, o.Clip, o.MaxFrames
+	f.audio.Rate, f.audio.Channels, f.audio.Duration, f.audio.SampleFormat = o.Rate, o.Channels, o.Duration, o.SampleFormat
 }
 
 // flagsOf gives back the convert flags a manifest records (recipe,
-// options) and the recipe, so that a run can be redone as it was made;
-// options the manifest lacks (an older prep) keep their defaults.
+// options), replayed through media.Replay, and the recipe, so that a run
+// can be redone as it was made; options the manifest lacks (an older
+// prep) keep their defaults.
 func flagsOf(m *manifest.Manifest) (*convertFlags, *augment.Recipe, error) {
-	f := &convertFlags{}
-	fl := pflag.NewFlagSet("manifest", pflag.ContinueOnError)
-	addConvertFlags(fl, f)
-	for _, o := range optionFlags {
-		v, ok := m.Options[o.key]
-		if !ok {
-			continue
-		}
-		if err := fl.Set(o.flag, v); err != nil {
-			return nil, nil, fmt.Errorf("manifest option %s=%q: %w", o.key, v, err)
-		}
+	f := &convertFlags{maxSampleSize: defaultMaxSample, maxSkipped: defaultMaxSkipped, labels: convert.LabelRules{Layout: convert.LayoutAuto}}
+	o, err := media.Replay(m.Options, media.Defaults())
+	if err != nil {
+		return nil, nil, err
 	}
+	f.setMediaOptions(o)
 	if v, ok := m.Options["layout"]; ok {
 		f.labels.Layout = convert.Layout(v)
 	}

@@ -4,32 +4,48 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/prep-dev/prep/formats/manifest"
 )
+
+// recordedOptions parses args as convert's flags and returns what the
+// manifest records of them, checking each value against the flag's own
+// text: earlier preps recorded that text, and resume compares it.
+func recordedOptions(t *testing.T, args ...string) map[string]string {
+	t.Helper()
+	var f convertFlags
+	fl := pflag.NewFlagSet("convert", pflag.ContinueOnError)
+	addConvertFlags(fl, &f)
+	if err := fl.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	opts := f.mediaOptions().Record()
+	for key, flag := range map[string]string{"max_pixels": "max-pixels", "decoder": "decoder", "split_axis": "split-axis",
+		"fps": "fps", "every": "every", "clip": "clip", "max_frames": "max-frames", "rate": "rate", "channels": "channels",
+		"duration": "duration", "sample_fmt": "sample-format"} {
+		if want := fl.Lookup(flag).Value.String(); opts[key] != want {
+			t.Errorf("option %s recorded as %q, the flag --%s reads %q", key, opts[key], flag, want)
+		}
+	}
+	return opts
+}
 
 // TestRecordedOptions checks what a manifest records of convert's flags,
 // and that inspect --rebuild gets the same flags back from it.
 func TestRecordedOptions(t *testing.T) {
-	cmd := newConvertCmd()
-	if err := cmd.ParseFlags(nil); err != nil {
-		t.Fatal(err)
-	}
 	defaults := map[string]string{
 		"max_pixels": "100000000", "decoder": "auto", "split_axis": "-1",
 		"fps": "0", "every": "1", "clip": "1", "max_frames": "0",
 		"rate": "16000", "channels": "1", "duration": "0", "sample_fmt": "s16",
 	}
-	if got := recordedOptions(cmd.Flags()); !maps.Equal(got, defaults) {
+	if got := recordedOptions(t); !maps.Equal(got, defaults) {
 		t.Errorf("defaults recorded as %v, want %v", got, defaults)
 	}
-	cmd = newConvertCmd()
 	args := []string{"--max-pixels", "5000", "--decoder", "go", "--split-axis", "0", "--fps", "2.5", "--every", "3",
 		"--clip", "4", "--max-frames", "9", "--rate", "8000", "--channels", "2", "--duration", "1.25", "--sample-format", "f32",
 		"--recipe", "resize=64,crop=48:random"}
-	if err := cmd.ParseFlags(args); err != nil {
-		t.Fatal(err)
-	}
-	opts := recordedOptions(cmd.Flags())
+	opts := recordedOptions(t, args...)
 	f, recipe, err := flagsOf(&manifest.Manifest{Recipe: "resize=64,crop=48:random", Options: opts})
 	if err != nil {
 		t.Fatal(err)

@@ -88,15 +88,16 @@ func wantSIMDLine(t *testing.T, built bool) string {
 func checkVersion(t *testing.T, out, wantSIMD string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(lines) != 7 || !strings.HasPrefix(lines[0], "prep "+version+" (go") {
-		t.Fatalf("prep version printed %q, want a version line and 6 fast paths", out)
+	if len(lines) != 8 || !strings.HasPrefix(lines[0], "prep "+version+" (go") {
+		t.Fatalf("prep version printed %q, want a version line and 7 fast paths", out)
 	}
 	if !strings.HasPrefix(lines[1], wantSIMD) {
 		t.Errorf("simd line %q, want it to start %q", lines[1], wantSIMD)
 	}
 	// Every build that runs convert has cgo: formats/hdf5 needs it.
 	for i, want := range []string{"jpeg:  libjpeg-turbo, with DCT scaling (cgo); prep's entropy decoders", "png:   libpng (cgo)", "webp:  libwebp (cgo)",
-		"other: GIF, BMP, TIFF, PNM (Go); AVIF, HEIF, JPEG XL: not decoded (convert them first)", "flac:  libFLAC (cgo)"} {
+		"other: GIF, BMP, TIFF, PNM (Go); AVIF, HEIF, JPEG XL: not decoded (convert them first)", "flac:  libFLAC (cgo)",
+		"mp3:   libmpg123, gapless (cgo)"} {
 		if lines[2+i] != want {
 			t.Errorf("line %d = %q, want %q", 3+i, lines[2+i], want)
 		}

@@ -70,11 +70,12 @@ func golden(t *testing.T, f formats.ReadWriteFormat, caps formattest.Caps, name 
 	dir := t.TempDir()
 	_, info := formattest.WriteShard(t, f, dir, samples)
 	m := &manifest.Manifest{
-		FormatVersion: manifest.FormatVersion, Version: formattest.Meta.Version, Format: f.Name(),
+		Version: formattest.Meta.Version, Format: f.Name(),
 		Recipe: formattest.Meta.Recipe, Seed: formattest.Meta.Seed, Copies: 1, Order: "sorted",
 		Classes: formattest.Meta.Classes, Items: len(samples), ItemsPerShard: len(samples), ShardCount: 1,
 		Shards: []manifest.Shard{{Index: 0, ShardInfo: info}},
 	}
+	m.FormatVersion = manifest.WriteVersion(m) // goldens have no online recipe: version 2
 	m.Totals()
 	m.DatasetID = manifest.DatasetID(m)
 	if err := manifest.Write(dir, m); err != nil {
@@ -106,8 +107,8 @@ func golden(t *testing.T, f formats.ReadWriteFormat, caps formattest.Caps, name 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gm.FormatVersion != manifest.FormatVersion {
-		t.Errorf("%s is format version %d, this prep writes %d: rewrite the goldens", want, gm.FormatVersion, manifest.FormatVersion)
+	if v := manifest.WriteVersion(gm); gm.FormatVersion != v {
+		t.Errorf("%s is format version %d, this prep writes %d: rewrite the goldens", want, gm.FormatVersion, v)
 	}
 	for _, layout := range [][]formats.DatasetInfo{gm.Shards[0].Datasets, nil} {
 		r, err := f.Open(filepath.Join(want, gm.Shards[0].File), layout)

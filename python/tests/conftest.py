@@ -69,7 +69,7 @@ CONVERSIONS = {
 def _make_inputs(base, np):
     rng = np.random.default_rng(7)
     # a few media files in class folders (each costs an ffmpeg run per conversion)
-    for kind, files in (("audio", {"a": ["sine.wav"], "b": ["sine.ogg", "truncated.mp3"]}),
+    for kind, files in (("audio", {"a": ["sine.wav"], "b": ["sine.ogg", "sine.mp3"]}),
                         ("video", {"a": ["testsrc.mp4"], "b": ["testsrc.webm"]})):
         for cls, names in files.items():
             os.makedirs(os.path.join(base, "in_" + kind, cls))

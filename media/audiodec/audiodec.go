@@ -1,7 +1,7 @@
 // Package audiodec decodes audio files to float32 PCM at a chosen sample
-// rate and channel count. WAV, FLAC and Ogg Vorbis decode in process;
-// anything else (mp3, opus, aac, a video's audio) through ffmpeg at the
-// file's own rate. Mixing and resampling are prep's own (package pcm) whatever the
+// rate and channel count. WAV, FLAC, Ogg Vorbis and MP3 (Layer III,
+// through libmpg123 in cgo builds) decode in process; anything else
+// (opus, aac, a video's audio) through ffmpeg at the file's own rate. Mixing and resampling are prep's own (package pcm) whatever the
 // decoder, so a dataset's samples do not depend on ffmpeg's version, and
 // a file decoded in process costs no process start: for short clips that
 // start costs more than the decode (ffmpeg takes about 0.1 s to start
@@ -18,9 +18,9 @@ import (
 	"math"
 	"os"
 
-	"github.com/prep-dev/prep/formats/ffmpeg"
-	"github.com/prep-dev/prep/formats/pcm"
 	"github.com/prep-dev/prep/formats/wav"
+	"github.com/prep-dev/prep/media/ffmpeg"
+	"github.com/prep-dev/prep/media/pcm"
 )
 
 // Options choose the PCM that Decode returns.
@@ -75,8 +75,8 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// Decoder names which decoder Decode used: "wav", "flac", "vorbis" or
-// "ffmpeg".
+// Decoder names which decoder Decode used: "wav", "flac", "vorbis",
+// "mp3" or "ffmpeg".
 type Decoder string
 
 // source is a decoded stream: its format, then its samples in order.
@@ -201,6 +201,13 @@ func inProcess(r *bufio.Reader) (src source, dec Decoder, err error) {
 		}
 		dec = "vorbis"
 		src, err = newVorbis(r)
+	case mp3InProcess:
+		info, ok := sniffMP3(r)
+		if !ok {
+			return nil, "", nil
+		}
+		dec = "mp3"
+		src, err = newMP3(r, info)
 	}
 	return src, dec, err
 }

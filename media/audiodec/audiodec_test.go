@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prep-dev/prep/formats/pcm"
 	"github.com/prep-dev/prep/formats/wav"
 	"github.com/prep-dev/prep/internal/testenv"
+	"github.com/prep-dev/prep/media/pcm"
 )
 
 const audioDir = "../../testdata/audio"
@@ -72,7 +72,7 @@ func TestDecodeSine(t *testing.T) {
 	files := []struct {
 		name string
 		dec  Decoder
-	}{{"sine.wav", "wav"}, {"sine.flac", "flac"}, {"sine.mp3", "ffmpeg"}, {"sine.ogg", "vorbis"}, {"sine.opus", "ffmpeg"}}
+	}{{"sine.wav", "wav"}, {"sine.flac", "flac"}, {"sine.mp3", mp3Decoder}, {"sine.ogg", "vorbis"}, {"sine.opus", "ffmpeg"}}
 	opts := []Options{
 		{Duration: 0.5}, // 16 kHz mono, trimmed
 		{Rate: 8000, Channels: 2, Duration: 1.25}, // stereo, padded with silence
@@ -188,9 +188,12 @@ func TestCloseToFFmpeg(t *testing.T) {
 		minSNR   float64
 		why      string
 	}{
-		{"sine.mp3", 8000, 1, 70, "resampling"}, // mp3: ffmpeg decodes, prep resamples
+		{"sine.opus", 8000, 1, 70, "resampling"}, // opus: ffmpeg decodes, prep resamples
+		{"sine.opus", 16000, 1, 70, "resampling"},
+		{"sine.opus", 48000, 1, 1000, "nothing to resample"},
 		{"sine.mp3", 16000, 1, 70, "resampling"},
-		{"sine.mp3", 44100, 1, 1000, "nothing to resample"},
+		// libmpg123 against ffmpeg's decoder: float rounding (TestMP3LikeFFmpeg).
+		{"sine.mp3", 44100, 1, 100, "MP3 decoding"},
 		{"sine.ogg", 32000, 2, 60, "Vorbis decoding"}, // oggvorbis against ffmpeg's decoder
 	}
 	for _, tt := range tests {

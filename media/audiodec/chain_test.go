@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/prep-dev/prep/formats/pcm"
+	"github.com/prep-dev/prep/media/pcm"
 )
 
 // TestChainedOgg decodes Ogg files made of several logical streams one

@@ -11,18 +11,23 @@ import (
 	"testing"
 )
 
-// FuzzInProcess feeds the in-process decoders (WAV, FLAC, Ogg Vorbis)
-// arbitrary bytes: no panic escapes (the FLAC and Vorbis decoders' are
+// FuzzInProcess feeds the in-process decoders (WAV, FLAC, Ogg Vorbis,
+// MP3) arbitrary bytes: no panic escapes (the FLAC and Vorbis decoders' are
 // turned into errors; prep's own WAV reader must have none), nothing is
 // allocated beyond what the bytes can hold, and a decoded file comes
 // back trimmed or padded to exactly the duration.
 func FuzzInProcess(f *testing.F) {
-	for _, name := range []string{"sine.wav", "sine.flac", "sine.ogg"} {
+	for _, name := range []string{"sine.wav", "sine.flac", "sine.ogg", "sine.mp3", "truncated.mp3"} {
 		b, err := os.ReadFile(filepath.Join(audioDir, name))
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b[:min(len(b), 8192)])
+		if name == "sine.mp3" {
+			f.Add(b)                               // whole, with its Info header
+			f.Add(append(b[:len(b):len(b)], b...)) // two files joined
+			f.Add(b[id3Size(b):])                  // no ID3 tag
+		}
 		if name == "sine.ogg" {
 			f.Add(append(b[:len(b):len(b)], b...)) // chained: two streams
 		}

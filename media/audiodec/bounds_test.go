@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/prep-dev/prep/formats"
-	"github.com/prep-dev/prep/formats/pcm"
 	"github.com/prep-dev/prep/formats/wav"
+	"github.com/prep-dev/prep/media/pcm"
 )
 
 // slowWAV writes a WAV of n frames of a ramp at rate Hz, mono 16-bit.
@@ -75,6 +75,11 @@ func TestDecodeTooLong(t *testing.T) {
 	runFFmpeg(t, append(in1Hz, "-c:a", "pcm_s16le", mka1)...)
 	big1 := slowWAV(t, dir, 1, 100_000)
 	sine := filepath.Join(audioDir, "sine.flac") // 1 s at 16 kHz
+	mp3 := filepath.Join(audioDir, "sine.mp3")   // 1 s at 44.1 kHz, an Info header: 16,000 samples at 16 kHz
+	// No Info header: the length is known only once decoded (1.5 s at
+	// 8 kHz, 1.6 s with the codec's delay: 25,344 samples at 16 kHz).
+	mp3NoLen := filepath.Join(dir, "noinfo.mp3")
+	runFFmpeg(t, "-f", "lavfi", "-i", "sine=f=440:d=1.5:r=8000", "-c:a", "libmp3lame", "-b:a", "16k", "-write_xing", "0", mp3NoLen)
 
 	const max = 1 << 20
 	tests := []struct {
@@ -97,6 +102,9 @@ func TestDecodeTooLong(t *testing.T) {
 		{"duration at the bound", flac1, Options{Duration: 2, MaxSamples: 32000}, "flac", 0, false, 1},
 		{"sine at the bound", sine, Options{MaxSamples: 16000}, "flac", 0, false, 16000},
 		{"sine, no length, one over", unknownLength(t, dir, sine), Options{MaxSamples: 15999}, "flac", 16000, true, 16000},
+		{"mp3 at the bound", mp3, Options{MaxSamples: 16000}, mp3Decoder, 0, false, 44100},
+		{"mp3, one over", mp3, Options{MaxSamples: 15999}, mp3Decoder, 16000, false, 44100},
+		{"mp3 at 8 kHz, no length", mp3NoLen, Options{MaxSamples: 20000}, mp3Decoder, -1, true, 8000},
 	}
 	for _, tt := range tests {
 		var before runtime.MemStats

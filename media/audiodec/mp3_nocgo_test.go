@@ -1,0 +1,6 @@
+//go:build !cgo
+
+package audiodec
+
+// mp3Decoder is the decoder of MP3 files in this build.
+const mp3Decoder Decoder = "ffmpeg"
