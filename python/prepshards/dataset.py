@@ -127,9 +127,11 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
         g = int(self._ss.starts[k]) + j  # i made non-negative: the online ops' sample index
         s = self._ss.shards[k]
         if self._as_dict:
-            sample = s.read(j, self.fields)
-            if self.online is not None and "data" in sample:
+            aug = self.online is not None and "data" in self.fields
+            sample = s.read(j, [n for n in self.fields if n != "data"] if aug else self.fields)
+            if aug:
                 sample["data"] = read_augmented(s, "data", j, g, (self.online, self.epoch))
+                sample = {n: sample[n] for n in self.fields}  # the fields' order
         elif self.online is not None and self.fields[0] == "data":
             sample = read_augmented(s, "data", j, g, (self.online, self.epoch))
         else:

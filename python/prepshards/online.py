@@ -340,7 +340,7 @@ def _hflip_into(dst, src):
     h, w = dst.shape[:2]
     c = dst.shape[2] if dst.ndim == 3 else 1
     row = w * c
-    if row % 8 or c not in (1, 2, 3, 4):
+    if row % 8 or c not in (1, 2, 3, 4) or dst.dtype != np.uint8:
         dst[...] = src[:, ::-1]
         return
     work = _scratch("work", (h, row), np.uint8)

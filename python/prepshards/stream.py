@@ -172,9 +172,11 @@ class ShardStream(ManifestInfo, _torch.IterBase):
         s = self._ss.shards[k]
         aug = None if self.online is None else (self.online, self.epoch)
         if self._as_dict:
-            sample = s.read(j, self.fields)
-            if aug is not None and "data" in sample:
+            on = aug is not None and "data" in self.fields
+            sample = s.read(j, [n for n in self.fields if n != "data"] if on else self.fields)
+            if on:
                 sample["data"] = read_augmented(s, "data", j, g, aug)
+                sample = {n: sample[n] for n in self.fields}  # the fields' order
         elif aug is not None and self.fields[0] == "data":
             sample = read_augmented(s, "data", j, g, aug)
         else:

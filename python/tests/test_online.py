@@ -241,3 +241,16 @@ def test_one_sample_draws_equal_batch_draws():
         for i in idx:
             assert draw_window(o, 4, int(i), (40, 44, 3)) == (
                 int(w.y0[i]), int(w.x0[i]), w.h, w.w, bool(w.fy[i]), bool(w.fx[i])), (text, i)
+
+
+def test_hflip_of_wider_types_and_dict_samples(folders):
+    src = np.arange(4 * 8 * 3, dtype=np.uint16).reshape(4, 8, 3)
+    dst = np.empty_like(src)
+    _hflip_into(dst, src)
+    assert np.array_equal(dst, src[:, ::-1])
+    ds = ps.ShardDataset(folders["h5"])
+    d = ps.ShardDataset(folders["h5"], fields=["data"])  # a list: samples come back as dicts
+    assert isinstance(d[2][0], dict) and np.array_equal(d[2][0]["data"], ds[2][0])
+    st = ps.ShardStream(folders["h5"], fields=["data"], yield_index=True)
+    for x, _, g in st:
+        assert np.array_equal(x["data"], ds[g][0])
