@@ -96,8 +96,9 @@ fuzz:
 # 200 real clips (out/benchaudio, by scripts/benchaudio.py) with prep and
 # with sox and ffmpeg run per file; bench-video.py converts 12 videos made
 # from the photos with prep and with ffmpeg alone: docs/PERFORMANCE.md.
-# bench_online.py: samples/s of prepshards' online crop/flip against
-# torchvision ImageFolder and against no online ops (docs/TRAINING.md).
+# bench_online.py (after bench-images.py has made the photos): samples/s of
+# prepshards' online crop/flip against torchvision ImageFolder and against
+# no online ops (docs/TRAINING.md).
 bench: build
 	$(GO) test -run '^$$' -bench . -skip GCS -benchmem -benchtime 3x ./...
 	$(GO) test -run '^$$' -bench GCS -benchtime 1x ./cloudsrc/ ./convert/
@@ -105,8 +106,8 @@ bench: build
 	rm -rf out/bench-reader
 	$(BIN) convert testdata/images out/bench-reader --recipe "resize=256,crop=224" --copies 200 --seed 1 >/dev/null
 	$(PYTHON) python/bench/bench_reader.py out/bench-reader --prep $(BIN)
-	$(PYTHON) python/bench/bench_online.py --prep $(BIN)
 	$(PYTHON) scripts/bench-images.py --prep $(BIN)
+	$(PYTHON) python/bench/bench_online.py --prep $(BIN)
 	$(PYTHON) scripts/bench-audio.py --prep $(BIN)
 	$(PYTHON) scripts/bench-video.py --prep $(BIN)
 
