@@ -14,7 +14,7 @@ APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
 PYTHON := /usr/bin/python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build install test test-slurm fuzz bench cross cross-cgo demo vet clean
+.PHONY: all deps build install test test-slurm fuzz bench bench-train cross cross-cgo demo vet clean
 
 all: build
 
@@ -97,6 +97,9 @@ fuzz:
 # 200 real clips (out/benchaudio, by scripts/benchaudio.py) with prep and
 # with sox and ffmpeg run per file; bench-video.py converts 12 videos made
 # from the photos with prep and with ffmpeg alone: docs/PERFORMANCE.md.
+# bench_online.py (after bench-images.py has made the photos): samples/s of
+# prepshards' online crop/flip against torchvision ImageFolder and against
+# no online ops (docs/TRAINING.md).
 bench: build
 	$(GO) test -run '^$$' -bench . -skip GCS -benchmem -benchtime 3x ./...
 	$(GO) test -run '^$$' -bench GCS -benchtime 1x ./cloudsrc/ ./convert/
@@ -105,8 +108,17 @@ bench: build
 	$(BIN) convert testdata/images out/bench-reader --recipe "resize=256,crop=224" --copies 200 --seed 1 >/dev/null
 	$(PYTHON) python/bench/bench_reader.py out/bench-reader --prep $(BIN)
 	$(PYTHON) scripts/bench-images.py --prep $(BIN)
+	$(PYTHON) python/bench/bench_online.py --prep $(BIN)
 	$(PYTHON) scripts/bench-audio.py --prep $(BIN)
 	$(PYTHON) scripts/bench-video.py --prep $(BIN)
+
+# bench-train trains a tiny CNN on Fashion-MNIST (Debian's
+# dataset-fashion-mnist, installed here only) under torchvision's online
+# augmentation, prep --copies 1, --copies E and a split recipe, 3 seeds
+# each (~20-30 min on 2 cores): docs/TRAINING.md.
+bench-train: build
+	$(call apt_install,dataset-fashion-mnist)
+	$(PYTHON) scripts/bench-train.py --prep $(BIN) --json out/bench-train.json
 
 # cross builds prep's packages for arm64 (the Graviton and Axion VM types)
 # and runs the pure-Go packages' tests there under qemu-user-static; on

@@ -1,5 +1,7 @@
 """Filling preallocated batch buffers from runs of samples."""
 
+import math
+
 import numpy as np
 
 from ._io import pread_into
@@ -63,8 +65,17 @@ def runs_of(ss, indices):
             for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def fill(ss, specs, runs, outs, labels_out):
-    """Read the runs into outs (one numpy array per field, batch-first) and labels_out."""
+def fill(ss, specs, runs, outs, labels_out, aug=None):
+    """Read the runs into outs (one numpy array per field, batch-first) and labels_out.
+
+    ``aug``: (online, epoch, stored specs) to apply the online ops to field
+    ``data`` (its spec in ``specs`` is then the augmented one).
+    """
+    if aug is not None and any(sp.name == "data" for sp in specs):
+        online, epoch, stored = aug
+        i = next(i for i, sp in enumerate(specs) if sp.name == "data")
+        fill_augmented(ss, specs[i], stored[i], runs, outs[i], (online, epoch))
+        specs, outs = specs[:i] + specs[i + 1:], outs[:i] + outs[i + 1:]
     h5 = ss.manifest.format == "hdf5"
     for k, start, stop, pos in runs:
         s = ss.shards[k]
@@ -95,3 +106,125 @@ def fill(ss, specs, runs, outs, labels_out):
                     raise ShardFormatError(
                         f"{s.where}: sample {start + j} field {spec.name} has shape {list(a.shape)}, "
                         f"the batch's first sample {list(spec.shape)}; batches need one shape")
+
+
+# -- online ops (prepshards.online) fused into the read ------------------------------------
+
+_scratch = {}
+
+
+def _scratch_of(nbytes):
+    """A reused per-process byte buffer of at least nbytes (touched once, then warm)."""
+    buf = _scratch.get("rows")
+    if buf is None or buf.size < nbytes:
+        buf = np.empty(max(nbytes, 1), np.uint8)
+        _scratch["rows"] = buf
+    return buf
+
+
+def read_rows(s, name, j, y0, h, shape, dtype):
+    """Rows y0..y0+h (full width) of sample j's field ``name``, stored shape ``shape``.
+
+    HDF5 (contiguous): one read of just those rows into a reused buffer; the
+    caller copies the window out of it. Otherwise the sample is read whole.
+    """
+    f = s.field.get(name) if hasattr(s, "field") else None
+    if f is not None and not f.ragged and f.offset >= 0:
+        row = math.prod(shape[1:]) * dtype.itemsize
+        buf = _scratch_of(h * row)[:h * row].view(dtype).reshape((h,) + tuple(shape[1:]))
+        pread_into(s.files.fd(s.k), buf, f.offset + j * f.sample_nbytes + y0 * row, s.path)
+        return buf
+    return s.read_field(name, j)[y0:y0 + h]
+
+
+def read_augmented(s, name, j, g, aug):
+    """Sample j (global index g) of field ``name``, through the online ops: (online, epoch)."""
+    from .online import apply_numpy, copy_window, draw_window  # noqa: PLC0415
+    online, epoch = aug
+    if online.fused and hasattr(s, "field") and not s.field[name].ragged:
+        f = s.field[name]
+        shape = f.sample_shape
+        # online_for checked the shape against the ops when the reader was made
+        y0, x0, h, w, fy, fx = draw_window(online, int(epoch), int(g), shape)
+        rows = read_rows(s, name, j, y0, h, shape, f.dtype)
+        out = np.empty((h, w) + tuple(shape[2:]), f.dtype)
+        copy_window(out, rows, x0, fy, fx)
+        return out
+    return apply_numpy(online, s.read_field(name, j), epoch, g)
+
+
+def fill_augmented(ss, spec, stored, runs, out, aug):
+    """Read field spec.name of the runs through the online ops into out (batch-first).
+
+    ``stored``: the field's stored FieldSpec. Crops and flips: per sample,
+    the window's rows into a reused buffer, copied (mirrored) into out.
+    rrc: the stored samples into a reused batch, then torch ops.
+    """
+    from .online import apply_steps_torch, copy_window  # noqa: PLC0415
+    online, epoch = aug
+    gids = np.concatenate([np.arange(ss.starts[k] + a, ss.starts[k] + b, dtype=np.int64)
+                           for k, a, b, _ in runs]) if runs else np.zeros(0, np.int64)
+    pos = np.concatenate([np.arange(p, p + b - a) for _, a, b, p in runs]) if runs else gids
+    steps = online.draw(epoch, gids, stored.shape)
+    if online.fused:
+        (w,) = steps
+        y0s, x0s, fys, fxs, pos = w.y0.tolist(), w.x0.tolist(), w.fy.tolist(), w.fx.tolist(), pos.tolist()
+        row = math.prod(stored.shape[1:]) * stored.dtype.itemsize
+        rows = _scratch_of(w.h * row)[:w.h * row].view(stored.dtype).reshape((w.h,) + stored.shape[1:])
+        mv = memoryview(rows).cast("B")
+        t = 0
+        for k, a, b, _ in runs:
+            s = ss.shards[k]
+            f = s.field.get(spec.name) if hasattr(s, "field") else None
+            direct = f is not None and not f.ragged and f.offset >= 0
+            fd = s.files.fd(s.k) if direct else None
+            for j in range(a, b):
+                if direct:  # the window's rows alone, one read (the loop body of read_rows, hoisted)
+                    pread_into(fd, mv, f.offset + j * f.sample_nbytes + y0s[t] * row, s.path)
+                    src = rows
+                else:
+                    src = read_rows(s, spec.name, j, y0s[t], w.h, stored.shape, stored.dtype)
+                copy_window(out[pos[t]], src, x0s[t], fys[t], fxs[t])
+                t += 1
+        return
+    from . import _torch  # noqa: PLC0415
+    torch = _torch.require_torch(f"{ss.manifest.path}: online_recipe {online.text!r} (rrc)")
+    nbytes = len(gids) * math.prod(stored.shape) * stored.dtype.itemsize
+    full = _scratch_of(nbytes)[:nbytes].view(stored.dtype).reshape((len(gids),) + stored.shape)
+    fill(ss, [stored], [(k, a, b, p) for (k, a, b, _), p in zip(runs, _starts(runs))], [full], None)
+    res = apply_steps_torch(torch.from_numpy(full), steps).numpy()
+    out[pos] = res
+
+
+def _starts(runs):
+    """Each run's position in a batch of the runs alone, packed."""
+    out, p = [], 0
+    for _, a, b, _ in runs:
+        out.append(p)
+        p += b - a
+    return out
+
+
+def online_for(ss, fields, online_seed, raw=False):
+    """The manifest's online ops bound to its seed and ``online_seed`` (None without any).
+
+    Checked against every HDF5 shard's stored image shape now, so that a
+    crop larger than the stored images fails when the reader is made.
+    """
+    from .online import Online  # noqa: PLC0415
+    m = ss.manifest
+    if not m.online_recipe:
+        return None
+    online = Online(m.online_recipe, m.seed, online_seed, where=m.path)
+    if not raw and "data" in fields and m.format == "hdf5":
+        for s in ss.shards:
+            f = s.field.get("data") if s.count else None
+            if f is not None and not f.ragged:
+                online.out_shape(f.sample_shape)
+    return online
+
+
+def augmented_specs(specs, online):
+    """The specs of what the reader hands out: field data's shape after the online ops."""
+    return [FieldSpec(sp.name, sp.dtype, online.out_shape(sp.shape)) if sp.name == "data" else sp
+            for sp in specs]

@@ -3,8 +3,9 @@
 import numpy as np
 
 from . import _torch
-from ._batch import fill, fixed_specs
+from ._batch import augmented_specs, fill, fixed_specs, online_for
 from .dataset import _select_fields
+from .online import apply_torch
 from .shards import ShardSet
 from .stream import epoch_sequence
 
@@ -32,11 +33,17 @@ class BatchReader:
     remainder dropped, as in ShardStream, unless ``pad=True``);
     ``shuffle=True`` shuffles the shard order per epoch (``set_epoch``),
     not the samples within a shard, to keep reads sequential.
+
+    Online ops (the manifest's ``online_recipe``) are applied to field
+    ``data`` as in ShardDataset, drawn from (manifest seed, ``online_seed``,
+    epoch, index); crops and flips read only the crop's rows. ``raw=True``
+    gives the stored samples; ``return_indices=True`` yields
+    ``(data, labels, indices)`` for ``augment(batch, indices)`` on a GPU.
     """
 
     def __init__(self, path, batch_size, fields=None, shuffle=False, seed=0, rank=None, world_size=None,
                  pad=False, drop_last=False, as_tensor=False, pin_memory=False, num_buffers=2, copy=False,
-                 verify=False, check_sizes=True):
+                 verify=False, check_sizes=True, raw=False, online_seed=0, return_indices=False):
         if isinstance(path, ShardSet):
             self._ss = path
         else:
@@ -53,7 +60,13 @@ class BatchReader:
         self.num_buffers = max(1, int(num_buffers))
         self.copy = bool(copy)
         self.epoch = 0
-        self.specs = fixed_specs(self._ss, self.fields)
+        self.raw = bool(raw)
+        self.online_seed = int(online_seed)
+        self.return_indices = bool(return_indices)
+        self._online = online_for(self._ss, self.fields, self.online_seed, self.raw)
+        self.online = None if self.raw else self._online
+        self.stored_specs = fixed_specs(self._ss, self.fields)
+        self.specs = self.stored_specs if self.online is None else augmented_specs(self.stored_specs, self.online)
         self._ring = None
 
     @property
@@ -62,6 +75,12 @@ class BatchReader:
 
     def set_epoch(self, epoch):
         self.epoch = int(epoch)
+
+    def augment(self, batch, indices, epoch=None):
+        """The online ops on a stored uint8 batch tensor of samples ``indices``, on its device."""
+        if self._online is None:
+            return batch
+        return apply_torch(self._online, batch, self.epoch if epoch is None else epoch, indices)
 
     def _segments(self):
         """This rank's (shard, start, stop) runs for the epoch, in order."""
@@ -130,9 +149,17 @@ class BatchReader:
 
     def _emit(self, bufs, runs, n):
         outs, lab = bufs
-        fill(self._ss, self.specs, runs, [o[1] for o in outs], lab[1])
+        aug = None if self.online is None else (self.online, self.epoch, self.stored_specs)
+        fill(self._ss, self.specs, runs, [o[1] for o in outs], lab[1], aug)
         data = [o[0][:n] for o in outs]
         labels = lab[0][:n]
+        if self.return_indices:
+            st = self._ss.starts
+            idx = np.concatenate([np.arange(st[k] + a, st[k] + b, dtype=np.int64) for k, a, b, _ in runs])
+            return self._pack(data, labels) + (idx,)
+        return self._pack(data, labels)
+
+    def _pack(self, data, labels):
         if self.copy:
             data = [d.clone() if hasattr(d, "clone") else d.copy() for d in data]
             labels = labels.clone() if hasattr(labels, "clone") else labels.copy()

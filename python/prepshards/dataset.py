@@ -1,10 +1,13 @@
 """Map-style access: ShardDataset."""
 
+import warnings
+
 import numpy as np
 
 from . import _torch
-from ._batch import fill, fixed_specs, runs_of
+from ._batch import augmented_specs, fill, fixed_specs, online_for, read_augmented, runs_of
 from .errors import UnknownFieldError
+from .online import apply_torch
 from .shards import ManifestInfo, ShardSet
 
 
@@ -48,13 +51,41 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
     ``loader()`` epoch, and on ``check_unchanged()``.
 
     ``transform(sample)``, if given, is applied to the sample (not the label).
+
+    Online ops: when the manifest has an ``online_recipe`` (the ops after
+    ``|`` in ``prep convert --recipe``), every read (``ds[i]``,
+    ``get_batch``, ``loader``) applies them to field ``data``, drawn from
+    (manifest seed, ``online_seed``, epoch, index) (docs/FORMAT.md §4.5):
+    call ``set_epoch(e)`` each epoch for fresh crops and flips. Crops and
+    flips are fused into the read. ``raw=True`` gives the stored samples;
+    ``augment(batch, indices)`` then applies the ops to a torch batch, on
+    the GPU for example.
     """
 
-    def __init__(self, path, fields=None, transform=None, verify=False, check_sizes=True):
+    def __init__(self, path, fields=None, transform=None, verify=False, check_sizes=True, raw=False,
+                 online_seed=0):
         self._ss = ShardSet(path, check_sizes=check_sizes, verify=verify)
         self.fields, self._as_dict = _select_fields(self._ss, fields)
         self.transform = transform
         self._specs = None
+        self._stored = None
+        self.raw = bool(raw)
+        self.epoch = 0
+        self.online_seed = int(online_seed)
+        self._online = online_for(self._ss, self.fields, self.online_seed, self.raw)
+        self.online = None if self.raw else self._online
+
+    def set_epoch(self, epoch):
+        """The epoch whose online crops and flips reads draw (loader() reads it at each pass)."""
+        self.epoch = int(epoch)
+
+    def augment(self, batch, indices, epoch=None):
+        """The online ops on a stored uint8 batch tensor (N, H, W[, C]), on its device (CPU or
+        CUDA), for samples ``indices`` (ShardDataset indices) of ``epoch`` (default: the current
+        one): the pixels a reader without raw=True gives. Read the batch with raw=True."""
+        if self._online is None:
+            return batch
+        return apply_torch(self._online, batch, self.epoch if epoch is None else epoch, indices)
 
     # -- metadata ---------------------------------------------------------------
 
@@ -93,9 +124,16 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
 
     def __getitem__(self, i):
         k, j = self._ss.locate(int(i))
+        g = int(self._ss.starts[k]) + j  # i made non-negative: the online ops' sample index
         s = self._ss.shards[k]
         if self._as_dict:
-            sample = s.read(j, self.fields)
+            aug = self.online is not None and "data" in self.fields
+            sample = s.read(j, [n for n in self.fields if n != "data"] if aug else self.fields)
+            if aug:
+                sample["data"] = read_augmented(s, "data", j, g, (self.online, self.epoch))
+                sample = {n: sample[n] for n in self.fields}  # the fields' order
+        elif self.online is not None and self.fields[0] == "data":
+            sample = read_augmented(s, "data", j, g, (self.online, self.epoch))
         else:
             sample = s.read_field(self.fields[0], j)
         label = int(s.labels()[j]) if self.format == "hdf5" else s.label(j)
@@ -106,10 +144,11 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
     def field_specs(self):
         """The (dtype, shape) of each field when every sample shares it; ShardError if ragged."""
         if self._specs is None:
-            self._specs = fixed_specs(self._ss, self.fields)
+            self._stored = fixed_specs(self._ss, self.fields)
+            self._specs = self._stored if self.online is None else augmented_specs(self._stored, self.online)
         return self._specs
 
-    def get_batch(self, indices, as_tensor=False, shared=False, out=None):
+    def get_batch(self, indices, as_tensor=False, shared=False, out=None, epoch=None):
         """Read several samples into one batch-first buffer: returns (data, labels).
 
         ``data`` is an array (or a dict of arrays, as ``ds[i]`` gives dicts),
@@ -125,12 +164,14 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
             lab = _torch.alloc((n,), np.dtype(np.int64), as_tensor, False, shared)
         else:
             bufs, lab = out
-        fill(self._ss, specs, runs_of(self._ss, indices), [b[1] for b in bufs], lab[1])
+        aug = None if self.online is None else (self.online, self.epoch if epoch is None else int(epoch),
+                                                self._stored)
+        fill(self._ss, specs, runs_of(self._ss, indices), [b[1] for b in bufs], lab[1], aug)
         data = {sp.name: b[0] for sp, b in zip(specs, bufs)} if self._as_dict else bufs[0][0]
         return data, lab[0]
 
     def loader(self, batch_size, shuffle=False, num_workers=0, sampler=None, drop_last=False,
-               seed=None, ring=None, **kwargs):
+               seed=None, ring=None, return_indices=False, **kwargs):
         """A torch DataLoader that reads whole batches (``get_batch``) in its workers.
 
         Yields what ``DataLoader(ds, batch_size, shuffle, sampler=...)`` would
@@ -151,6 +192,11 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
         default shuffle. Other keyword arguments go to DataLoader
         (pin_memory, persistent_workers, prefetch_factor, ...). If
         ``transform`` is set this falls back to a plain per-sample DataLoader.
+
+        Each pass draws the online ops of ``ds.epoch`` at the time it starts
+        (persistent workers too): call ``ds.set_epoch(e)`` before it.
+        ``return_indices=True`` yields ``(data, labels, indices)``, the
+        ShardDataset indices of the batch (for ``augment`` with raw=True).
         """
         torch = _torch.require_torch("ShardDataset.loader")
         from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler  # noqa: PLC0415
@@ -173,8 +219,8 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
         if num_workers > 0 and ring < prefetch + 1:
             raise ValueError(f"ring={ring} is unsafe with prefetch_factor={prefetch}: a worker may be "
                              f"up to {prefetch} batches ahead; use ring >= {prefetch + 1}")
-        dl = DataLoader(_BatchFetch(self, batch_size, ring), batch_size=None,
-                        sampler=BatchSampler(sampler, batch_size, drop_last),
+        dl = DataLoader(_BatchFetch(self, batch_size, ring, return_indices), batch_size=None,
+                        sampler=_EpochBatches(BatchSampler(sampler, batch_size, drop_last), self),
                         num_workers=num_workers, **kwargs)
         return _RingLoader(dl, self)
 
@@ -189,10 +235,11 @@ class _BatchFetch(_torch.MapBase):
     shared memory inside a DataLoader worker, round-robin.
     """
 
-    def __init__(self, ds, batch_size, ring):
+    def __init__(self, ds, batch_size, ring, return_indices=False):
         self.ds = ds
         self.batch_size = batch_size
         self.ring = ring
+        self.return_indices = return_indices
         self._slots = None
         self._pid = None
         self._next = 0
@@ -206,8 +253,9 @@ class _BatchFetch(_torch.MapBase):
     def __len__(self):
         return len(self.ds)
 
-    def __getitem__(self, indices):
+    def __getitem__(self, item):
         import os  # noqa: PLC0415
+        epoch, indices = item  # _EpochBatches: the epoch travels with the batch, to any worker
         if self._pid != os.getpid():
             shared = _torch.in_worker()
             specs = self.ds.field_specs()
@@ -223,7 +271,27 @@ class _BatchFetch(_torch.MapBase):
         if n > self.batch_size:
             raise ValueError(f"batch of {n} samples, the ring holds {self.batch_size}")
         view = ([(t[:n], a[:n]) for t, a in bufs], (lab[0][:n], lab[1][:n]))
-        return self.ds.get_batch(indices, out=view)
+        data, labels = self.ds.get_batch(indices, out=view, epoch=epoch)
+        if self.return_indices:
+            return data, labels, _torch.torch.as_tensor(indices, dtype=_torch.torch.int64)
+        return data, labels
+
+
+class _EpochBatches:
+    """A batch sampler whose batches carry the dataset's epoch when the pass began: workers,
+    persistent ones too, draw the online ops of the main process's ``set_epoch``."""
+
+    def __init__(self, batches, ds):
+        self.batches = batches
+        self.ds = ds
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        epoch = self.ds.epoch
+        for b in self.batches:
+            yield epoch, b
 
 
 class _RingLoader:
@@ -238,6 +306,8 @@ class _RingLoader:
         self.dl = dl
         self.ds = ds
         self._keep = {}
+        self._last_epoch = None
+        self._warned = False
 
     def __len__(self):
         return len(self.dl)
@@ -254,8 +324,17 @@ class _RingLoader:
 
     def __iter__(self):
         self.ds.check_unchanged()  # each epoch: shards replaced since the last one are refused
-        for data, labels in self.dl:
+        if self.ds.online is not None:
+            if self._last_epoch == self.ds.epoch and not self._warned:
+                warnings.warn(f"prepshards: a second pass over {self.ds.manifest.path} at epoch "
+                              f"{self.ds.epoch} repeats its online crops and flips; call "
+                              "ds.set_epoch(epoch) before each pass for fresh ones", RuntimeWarning,
+                              stacklevel=2)
+                self._warned = True
+            self._last_epoch = self.ds.epoch
+        for item in self.dl:
+            data, labels = item[0], item[1]
             for t in (data.values() if isinstance(data, dict) else (data,)):
                 self._hold(t)
             self._hold(labels)
-            yield data, labels
+            yield item

@@ -23,7 +23,7 @@ from .errors import (
 MANIFEST_NAME = "manifest.json"
 
 #: The newest manifest ``format_version`` this reader understands.
-SUPPORTED_FORMAT_VERSION = 2
+SUPPORTED_FORMAT_VERSION = 3
 
 _DTYPES = {
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
@@ -169,7 +169,8 @@ class Manifest:
     """A parsed and checked manifest.json.
 
     Attributes: ``path``, ``folder``, ``raw`` (the dict), ``format``
-    ("hdf5", "png", "wav"), ``format_version``, ``order`` ("shuffle" or
+    ("hdf5", "png", "wav"), ``format_version``, ``online_recipe``
+    (the ops the reader applies each epoch, "" for none), ``order`` ("shuffle" or
     "sorted"), ``dataset_id`` (recorded, or computed for manifests of older
     preps), ``classes`` (list or None), ``shards`` (list of dicts, each
     with ``path`` added), ``counts`` (samples per shard).
@@ -232,7 +233,12 @@ class Manifest:
             raise ManifestError(f"{where}: classes is {_short(classes)}, not a list of strings; {_FIX}")
         self.classes = classes or None
         _str(raw.get("recipe"), where, "recipe", optional=True)
-        _int(raw.get("seed", 0), where, "seed", hi=(1 << 64) - 1)
+        # The ops after '|' in --recipe, which the reader applies each epoch (docs/FORMAT.md §4.5);
+        # parsed here so that an op this reader cannot apply is refused before any read.
+        self.online_recipe = _str(raw.get("online_recipe"), where, "online_recipe", optional=True) or ""
+        from .online import parse as _parse_online  # noqa: PLC0415
+        _parse_online(self.online_recipe, where)
+        self.seed = _int(raw.get("seed", 0), where, "seed", hi=(1 << 64) - 1)
         shards = raw.get("shards")
         if not isinstance(shards, list):
             raise ManifestError(f"{self.path}: no shards list; {_FIX}")
@@ -342,6 +348,8 @@ def dataset_id(raw):
     """The dataset ID of a manifest dict, as docs/FORMAT.md §2.5 defines it."""
     text = "prep-dataset-id\n"
     text += f"format_version={raw.get('format_version') or 1}\nrecipe={raw.get('recipe', '')}\n"
+    if raw.get("online_recipe"):  # only when set: IDs of runs without one stay as they were
+        text += f"online_recipe={raw['online_recipe']}\n"
     text += f"seed={raw.get('seed', 0)}\norder={raw.get('order') or 'sorted'}\n"
     # A hand-written manifest may leave out index: a shard's place is its index.
     text += "".join(f"shard={s.get('index', i)}:{s.get('sha256', '')}\n"

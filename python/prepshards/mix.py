@@ -170,6 +170,21 @@ class Concat(_torch.MapBase):
                 raise TypeError(f"Concat takes ShardDatasets, not {type(d).__name__}")
         self.starts = np.concatenate([[0], np.cumsum([len(d) for d in self.datasets])]).astype(np.int64)
         self._specs = None
+        self.epoch = 0
+
+    def set_epoch(self, epoch):
+        """Every dataset's epoch: the online ops (each manifest's own) it draws."""
+        self.epoch = int(epoch)
+        for d in self.datasets:
+            d.set_epoch(epoch)
+
+    @property
+    def online(self):
+        return next((d.online for d in self.datasets if d.online is not None), None)
+
+    @property
+    def manifest(self):
+        return self.datasets[0].manifest if self.datasets else None
 
     def __len__(self):
         return int(self.starts[-1])
@@ -219,8 +234,9 @@ class Concat(_torch.MapBase):
             self._specs = self._specs or []
         return self._specs
 
-    def get_batch(self, indices, as_tensor=False, shared=False, out=None):
+    def get_batch(self, indices, as_tensor=False, shared=False, out=None, epoch=None):
         """As ShardDataset.get_batch, across the datasets."""
+        epoch = self.epoch if epoch is None else int(epoch)
         specs = self.field_specs()
         idx = np.asarray(indices, np.int64)
         n = len(idx)
@@ -244,7 +260,9 @@ class Concat(_torch.MapBase):
                 bounds = np.concatenate([[0], brk, [len(pos)]])
                 runs = [(int(ks[a]), int(local[a]), int(local[a]) + int(b - a), int(pos[a]))
                         for a, b in zip(bounds[:-1], bounds[1:])]
-                fill(ss, specs, runs, [b[1] for b in bufs], lab[1])
+                dd = self.datasets[d]
+                aug = None if dd.online is None else (dd.online, epoch, dd._stored)
+                fill(ss, specs, runs, [b[1] for b in bufs], lab[1], aug)
         as_dict = self.datasets[0]._as_dict if self.datasets else False
         data = {sp.name: b[0] for sp, b in zip(specs, bufs)} if as_dict else bufs[0][0]
         return data, lab[0]

@@ -3,8 +3,10 @@
 import numpy as np
 
 from . import _torch
+from ._batch import online_for, read_augmented
 from ._order import epoch_order, reorder, stages, worker_part
 from .dataset import _select_fields
+from .online import apply_torch
 from .errors import ShardError
 from .shards import ManifestInfo, ShardSet
 
@@ -58,13 +60,24 @@ class ShardStream(ManifestInfo, _torch.IterBase):
     size, a stream continues exactly where it stopped.
 
     Call ``set_epoch(e)`` before each epoch (as with DistributedSampler).
+
+    Online ops (the manifest's ``online_recipe``) are applied to field
+    ``data`` as it is read, drawn from (manifest seed, ``online_seed``,
+    epoch, index): the sample of index g in epoch e is the one
+    ``ShardDataset`` gives at that epoch, whatever the order, rank or
+    worker, and a resumed stream yields the same pixels. ``raw=True``:
+    the stored samples (``augment(batch, indices)`` applies the ops later).
     """
 
     def __init__(self, path, fields=None, transform=None, shuffle=True, seed=0, buffer_size=1024,
                  rank=None, world_size=None, pad=False, batch_size=1, verify=False,
-                 check_sizes=True, yield_index=False, interleave=8):
+                 check_sizes=True, yield_index=False, interleave=8, raw=False, online_seed=0):
         self._ss = ShardSet(path, check_sizes=check_sizes, verify=verify)
         self.fields, self._as_dict = _select_fields(self._ss, fields)
+        self.raw = bool(raw)
+        self.online_seed = int(online_seed)
+        self._online = online_for(self._ss, self.fields, self.online_seed, self.raw)
+        self.online = None if self.raw else self._online
         self.transform = transform
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
@@ -146,11 +159,28 @@ class ShardStream(ManifestInfo, _torch.IterBase):
         wid, nw = _torch.worker_info()
         return ids, st, worker_part(st.plan(self.rank)[self._start:], wid, nw, self.batch_size)
 
+    def augment(self, batch, indices, epoch=None):
+        """The online ops on a stored uint8 batch tensor (N, H, W[, C]) of samples ``indices``
+        (``yield_index=True``), on its device: what a stream without raw=True yields."""
+        if self._online is None:
+            return batch
+        return apply_torch(self._online, batch, self.epoch if epoch is None else epoch, indices)
+
     def _read_one(self, g):
-        """(sample, label) of global index g, as stored."""
+        """(sample, label) of global index g: as stored, then the online ops (crops read fused)."""
         k, j = self._ss.locate(g)
         s = self._ss.shards[k]
-        sample = s.read(j, self.fields) if self._as_dict else s.read_field(self.fields[0], j)
+        aug = None if self.online is None else (self.online, self.epoch)
+        if self._as_dict:
+            on = aug is not None and "data" in self.fields
+            sample = s.read(j, [n for n in self.fields if n != "data"] if on else self.fields)
+            if on:
+                sample["data"] = read_augmented(s, "data", j, g, aug)
+                sample = {n: sample[n] for n in self.fields}  # the fields' order
+        elif aug is not None and self.fields[0] == "data":
+            sample = read_augmented(s, "data", j, g, aug)
+        else:
+            sample = s.read_field(self.fields[0], j)
         label = int(s.labels()[j]) if self._ss.manifest.format == "hdf5" else s.label(j)
         return sample, label
 
@@ -208,6 +238,8 @@ class ShardStream(ManifestInfo, _torch.IterBase):
             "position": history[-1][1], "seed": self.seed, "shuffle": self.shuffle,
             "buffer_size": self.buffer_size, "interleave": self.interleave, "pad": self.pad,
             "samples": self._ss.total, "rank": self.rank, "world_size": self.world_size,
+            # added within version 2: a state without them read no online ops
+            "online_recipe": "" if self.online is None else self.online.text, "online_seed": self.online_seed,
         }
 
     def load_state_dict(self, state):
@@ -216,11 +248,15 @@ class ShardStream(ManifestInfo, _torch.IterBase):
             raise ShardError(f"{where}: stream state version {state.get('version')!r} is not "
                              f"{_STATE_VERSION}; it was saved by another prepshards, whose order differs: "
                              "start the epoch afresh (set_epoch) instead of resuming it")
-        for k in ("seed", "shuffle", "buffer_size", "interleave", "pad", "samples"):
-            mine = self._ss.total if k == "samples" else getattr(self, k)
-            if state.get(k) != mine:
+        mine_online = {"online_recipe": "" if self.online is None else self.online.text,
+                       "online_seed": self.online_seed}
+        for k in ("seed", "shuffle", "buffer_size", "interleave", "pad", "samples", "online_recipe",
+                  "online_seed"):
+            mine = self._ss.total if k == "samples" else mine_online[k] if k in mine_online else getattr(self, k)
+            theirs = state.get(k, {"online_recipe": "", "online_seed": 0}.get(k))
+            if theirs != mine:
                 raise ShardError(
-                    f"{where}: cannot resume: the saved stream had {k}={state.get(k)!r}, "
+                    f"{where}: cannot resume: the saved stream had {k}={theirs!r}, "
                     f"this one has {mine!r}; build the stream with the same settings over the same shards")
         history = state.get("stages")
         ok = isinstance(history, list) and history and all(

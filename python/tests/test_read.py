@@ -44,7 +44,7 @@ def assert_matches_reference(ds, ref, what):
 @pytest.mark.parametrize("shard", sorted(CONVERSIONS), indirect=True)
 def test_every_sample_matches_reference(shard):
     ds = ps.ShardDataset(shard)
-    assert ds.format_version == ps.SUPPORTED_FORMAT_VERSION == 2
+    assert ds.format_version == 2 and ps.SUPPORTED_FORMAT_VERSION == 3  # 3: with an online_recipe
     assert ds.order in ("sorted", "shuffle")
     assert_matches_reference(ds, reference(shard), shard)
 
