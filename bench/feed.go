@@ -14,10 +14,13 @@ import (
 
 // Stage names, as reports print them.
 const (
-	StageRead     = "disk read"
-	StageDecode   = "decode"
-	StageAssemble = "assemble"
-	StageCopy     = "host-to-device copy"
+	StageRead = "disk read" // with --direct (O_DIRECT): the page cache is bypassed
+	// StageReadCached is the read stage without O_DIRECT: what it measures
+	// may have come from the page cache, not the disk.
+	StageReadCached = "read (page cache or disk)"
+	StageDecode     = "decode"
+	StageAssemble   = "assemble"
+	StageCopy       = "host-to-device copy"
 )
 
 // FeedOptions configures Feed.
@@ -159,7 +162,7 @@ func Feed(ctx context.Context, shards []Shard, opt FeedOptions) (*FeedResult, er
 	}
 
 	res.Bytes, res.Batches = cp.bytes, cp.batches
-	res.summarize(stats, wall, shards[0].Format == Tar)
+	res.summarize(stats, wall, shards[0].Format == Tar, opt.Direct)
 	if opt.Verify {
 		res.DeviceSHA256 = deviceSums(shards, cp.hashes)
 	}

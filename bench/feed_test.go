@@ -279,7 +279,7 @@ func TestFeedSummarize(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := &FeedResult{Readers: tc.readers, Bytes: tc.bytes, LinkGBps: tc.linkGBps}
-			res.summarize(tc.stats, tc.wall, tc.decode)
+			res.summarize(tc.stats, tc.wall, tc.decode, true)
 			if res.Samples != tc.samples || res.Seconds != tc.wall.Seconds() || !near(res.SamplesPerSec, tc.perSec) || !near(res.GBps, tc.gbps) {
 				t.Errorf("%d samples in %vs, %v samples/s, %v GB/s; want %d in %vs, %v samples/s, %v GB/s",
 					res.Samples, res.Seconds, res.SamplesPerSec, res.GBps, tc.samples, tc.wall.Seconds(), tc.perSec, tc.gbps)
@@ -482,4 +482,19 @@ func TestNewRingReleasesOnError(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestReadStageName: without O_DIRECT the read stage may have been served
+// by the page cache, and says so; with it, it is the disk (issue 32).
+func TestReadStageName(t *testing.T) {
+	for _, tc := range []struct {
+		direct bool
+		want   string
+	}{{false, "read (page cache or disk)"}, {true, "disk read"}} {
+		res := &FeedResult{Readers: 1, Bytes: 1 << 20, LinkGBps: 10}
+		res.summarize([]feedStats{{samples: 4, fileBytes: 1 << 20, read: time.Millisecond}}, time.Second, false, tc.direct)
+		if res.Stages[0].Name != tc.want || advice[res.Stages[0].Name] == "" {
+			t.Errorf("direct %v: read stage %q (advice %q), want %q", tc.direct, res.Stages[0].Name, advice[res.Stages[0].Name], tc.want)
+		}
+	}
 }

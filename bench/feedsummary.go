@@ -10,8 +10,9 @@ import (
 // summarize fills in res's sample count, rates, stages and limit from the
 // readers' stats and the run's wall time; res.Readers, res.Bytes and
 // res.LinkGBps must be set. decode adds the decode stage, which only tar
-// shards have.
-func (res *FeedResult) summarize(stats []feedStats, wall time.Duration, decode bool) {
+// shards have. direct names the read stage: only O_DIRECT reads are
+// known to come from the disk.
+func (res *FeedResult) summarize(stats []feedStats, wall time.Duration, decode, direct bool) {
 	total := sumStats(stats)
 	res.Samples = total.samples
 	res.Seconds = wall.Seconds()
@@ -20,7 +21,11 @@ func (res *FeedResult) summarize(stats []feedStats, wall time.Duration, decode b
 		res.GBps = float64(res.Bytes) / wall.Seconds() / 1e9
 	}
 	workers := float64(res.Readers)
-	res.Stages = append(res.Stages, newStage(StageRead, total.read, total.fileBytes, workers, wall))
+	read := StageReadCached
+	if direct {
+		read = StageRead
+	}
+	res.Stages = append(res.Stages, newStage(read, total.read, total.fileBytes, workers, wall))
 	if decode {
 		res.Stages = append(res.Stages, newStage(StageDecode, total.decode, total.decoded, workers, wall))
 	}

@@ -17,10 +17,11 @@ type Verdict struct {
 
 // advice names what to do when a stage limits the feed.
 var advice = map[string]string{
-	StageRead:     "add readers (--readers), move the shards to local NVMe, or keep them in the page cache",
-	StageDecode:   "decoding PNG/WAV is CPU-bound: convert to HDF5 shards (prep convert --format hdf5), which need no decoding, or add cores",
-	StageAssemble: "add readers (--readers) to spread the copies into pinned buffers over more cores",
-	StageCopy:     "the host-to-device link is the limit: check its PCIe generation and width (prep gpu-watch), keep batches in pinned memory, send uint8 and convert on the GPU",
+	StageRead:       "add readers (--readers), move the shards to local NVMe, or keep them in the page cache",
+	StageReadCached: "add readers (--readers), or move the shards to local NVMe; --direct measures the disk alone",
+	StageDecode:     "decoding PNG/WAV is CPU-bound: convert to HDF5 shards (prep convert --format hdf5), which need no decoding, or add cores",
+	StageAssemble:   "add readers (--readers) to spread the copies into pinned buffers over more cores",
+	StageCopy:       "the host-to-device link is the limit: check its PCIe generation and width (prep gpu-watch), keep batches in pinned memory, send uint8 and convert on the GPU",
 }
 
 // Judge compares a feed result with need samples/s (0: no requirement).
