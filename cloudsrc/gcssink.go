@@ -31,14 +31,7 @@ import (
 type GCSSink struct {
 	g   *GCS
 	ctx context.Context // uploads run under the context OpenSink was given
-	dir string
-	sem chan struct{}
-	wg  sync.WaitGroup
-
-	mu   sync.Mutex
-	err  error                    // the first upload error
-	last map[string]chan struct{} // per name: closed when its latest upload ends
-	seq  int
+	uploads
 }
 
 func (o *Opener) openGCSSink(ctx context.Context, uri string) (*GCSSink, error) {
@@ -63,13 +56,7 @@ func (o *Opener) openGCSSink(ctx context.Context, uri string) (*GCSSink, error) 
 	if err != nil {
 		return nil, fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
 	}
-	return &GCSSink{
-		g:    g,
-		ctx:  ctx,
-		dir:  dir,
-		sem:  make(chan struct{}, o.uploads()),
-		last: map[string]chan struct{}{},
-	}, nil
+	return &GCSSink{g: g, ctx: ctx, uploads: newUploads(dir, o.uploads())}, nil
 }
 
 // stagingPrefix begins the name of every staging folder of a run into
@@ -149,69 +136,7 @@ type fileSum struct {
 }
 
 func (s *GCSSink) publish(ctx context.Context, name string, sum *fileSum) error {
-	if err := s.firstErr(); err != nil {
-		return err
-	}
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	s.mu.Lock()
-	s.seq++
-	staged := filepath.Join(s.dir, fmt.Sprintf(".upload-%d-%s", s.seq, filepath.Base(name)))
-	if err := os.Rename(filepath.Join(s.dir, name), staged); err != nil {
-		s.mu.Unlock()
-		<-s.sem
-		return fmt.Errorf("publish %s: %w", s.objectURI(name), err)
-	}
-	prev, done := s.last[name], make(chan struct{})
-	s.last[name] = done
-	s.mu.Unlock()
-
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer func() { <-s.sem }()
-		defer close(done)
-		if prev != nil {
-			<-prev
-		}
-		err := s.upload(staged, name, sum, nil)
-		if err == nil {
-			err = os.Remove(staged)
-		}
-		if err != nil {
-			s.mu.Lock()
-			if s.err == nil {
-				s.err = err
-			}
-			s.mu.Unlock()
-		}
-	}()
-	return nil
-}
-
-func (s *GCSSink) firstErr() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-// Wait blocks until every upload published so far has ended and returns
-// the first upload error.
-func (s *GCSSink) Wait() error {
-	s.wg.Wait()
-	return s.firstErr()
-}
-
-// Close waits for the uploads and removes the staging folder.
-func (s *GCSSink) Close() error {
-	err := s.Wait()
-	if rerr := os.RemoveAll(s.dir); err == nil {
-		err = rerr
-	}
-	return err
+	return s.start(ctx, name, s.objectURI(name), func(staged string) error { return s.upload(staged, name, sum, nil) })
 }
 
 // upload copies the local file to the object name. Each request of an

@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -32,14 +31,7 @@ import (
 type S3Sink struct {
 	s   *S3
 	ctx context.Context // uploads run under the context OpenSink was given
-	dir string
-	sem chan struct{}
-	wg  sync.WaitGroup
-
-	mu   sync.Mutex
-	err  error
-	last map[string]chan struct{}
-	seq  int
+	uploads
 }
 
 func (o *Opener) openS3Sink(ctx context.Context, uri string) (*S3Sink, error) {
@@ -64,7 +56,7 @@ func (o *Opener) openS3Sink(ctx context.Context, uri string) (*S3Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
 	}
-	return &S3Sink{s: s, ctx: ctx, dir: dir, sem: make(chan struct{}, o.uploads()), last: map[string]chan struct{}{}}, nil
+	return &S3Sink{s: s, ctx: ctx, uploads: newUploads(dir, o.uploads())}, nil
 }
 
 // Dir is the local staging folder.
@@ -86,69 +78,7 @@ func (k *S3Sink) PublishSummed(ctx context.Context, name string, crc uint32, siz
 }
 
 func (k *S3Sink) publish(ctx context.Context, name string, sum *fileSum) error {
-	if err := k.firstErr(); err != nil {
-		return err
-	}
-	select {
-	case k.sem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	k.mu.Lock()
-	k.seq++
-	staged := filepath.Join(k.dir, fmt.Sprintf(".upload-%d-%s", k.seq, filepath.Base(name)))
-	if err := os.Rename(filepath.Join(k.dir, name), staged); err != nil {
-		k.mu.Unlock()
-		<-k.sem
-		return fmt.Errorf("publish %s: %w", k.objectURI(name), err)
-	}
-	prev, done := k.last[name], make(chan struct{})
-	k.last[name] = done
-	k.mu.Unlock()
-
-	k.wg.Add(1)
-	go func() {
-		defer k.wg.Done()
-		defer func() { <-k.sem }()
-		defer close(done)
-		if prev != nil {
-			<-prev
-		}
-		err := k.upload(staged, name, sum, false)
-		if err == nil {
-			err = os.Remove(staged)
-		}
-		if err != nil {
-			k.mu.Lock()
-			if k.err == nil {
-				k.err = err
-			}
-			k.mu.Unlock()
-		}
-	}()
-	return nil
-}
-
-func (k *S3Sink) firstErr() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.err
-}
-
-// Wait blocks until every upload published so far has ended and returns
-// the first upload error.
-func (k *S3Sink) Wait() error {
-	k.wg.Wait()
-	return k.firstErr()
-}
-
-// Close waits for the uploads and removes the staging folder.
-func (k *S3Sink) Close() error {
-	err := k.Wait()
-	if rerr := os.RemoveAll(k.dir); err == nil {
-		err = rerr
-	}
-	return err
+	return k.start(ctx, name, k.objectURI(name), func(staged string) error { return k.upload(staged, name, sum, false) })
 }
 
 // minPart and maxParts are S3's multipart limits: every part but the last
