@@ -213,8 +213,8 @@ func TestSlurmArray(t *testing.T) {
 	// The requeued task's second run kept what its first finished and
 	// converted the rest: it was requeued mid-run, not before or after.
 	rerun := taskLog(logs, jobID, slurmRequeued)
-	kept := regexp.MustCompile(`kept \d+ samples \([^)]*\) in (\d+) shards from the earlier run`).FindStringSubmatch(rerun)
-	conv := regexp.MustCompile(`into (\d+) new shards`).FindStringSubmatch(rerun)
+	kept := regexp.MustCompile(`kept \d+ samples? \([^)]*\) in (\d+) shards? from the earlier run`).FindStringSubmatch(rerun)
+	conv := regexp.MustCompile(`into (\d+) new shards?`).FindStringSubmatch(rerun)
 	if kept == nil || conv == nil || kept[1] == "0" || conv[1] == "0" {
 		t.Errorf("array task %d's rerun should keep some shards of its first run and convert the others; its log:\n%s", slurmRequeued, rerun)
 	} else {
