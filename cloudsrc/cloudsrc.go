@@ -21,6 +21,10 @@ type Object struct {
 	// resumed on the same inputs.
 	ModTime    time.Time
 	Generation int64
+	// Hidden marks an object whose name, or a folder's on its path,
+	// starts with ".": torchvision's ImageFolder reads such files, so a
+	// listing keeps them, and the caller says what it does with them.
+	Hidden bool
 }
 
 // Stater is implemented by Sources that can describe one object without

@@ -155,7 +155,7 @@ func (g *GCS) List(ctx context.Context) ([]Object, error) {
 	var objs []Object
 	err := g.list(ctx, listPrefix, "", func(a *storage.ObjectAttrs) {
 		key := strings.TrimPrefix(a.Name, g.prefix)
-		if key == "" || strings.HasSuffix(key, "/") || hidden(key) {
+		if key == "" || strings.HasSuffix(key, "/") {
 			return
 		}
 		if g.pattern != "" {
@@ -163,7 +163,7 @@ func (g *GCS) List(ctx context.Context) ([]Object, error) {
 				return
 			}
 		}
-		objs = append(objs, Object{Key: key, Size: a.Size, Generation: a.Generation})
+		objs = append(objs, Object{Key: key, Size: a.Size, Generation: a.Generation, Hidden: hidden(key)})
 	})
 	if err != nil {
 		return nil, err

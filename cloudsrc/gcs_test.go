@@ -83,6 +83,12 @@ func TestGCSList(t *testing.T) {
 			}
 			var keys []string
 			for _, o := range objs {
+				if o.Hidden != strings.Contains("/"+o.Key, "/.") {
+					t.Errorf("%s: Hidden %v", o.Key, o.Hidden)
+				}
+				if o.Hidden {
+					continue // listed for the caller to name; not an input
+				}
 				keys = append(keys, o.Key)
 				want := find(t, src.URI(o.Key))
 				if o.Size != int64(len(want)) {

@@ -17,7 +17,8 @@ import (
 // Dir is a Source over a local folder.
 type Dir struct{ Root string }
 
-// List walks the folder; hidden files and folders are left out.
+// List walks the folder; files whose name, or a folder's on their path,
+// starts with "." are listed with Hidden set.
 // Symbolic links are followed, to files and to folders alike (a link back
 // to a folder it sits in is not followed again); a link whose target is
 // missing is listed all the same, so that opening it fails and the run
@@ -34,7 +35,7 @@ func (d Dir) List(ctx context.Context) ([]Object, error) {
 		return nil, fmt.Errorf("source %s is a file, not a folder", d.Root)
 	}
 	var objs []Object
-	if err := d.walk(ctx, d.Root, "", []fs.FileInfo{info}, &objs); err != nil {
+	if err := d.walk(ctx, d.Root, "", []fs.FileInfo{info}, false, &objs); err != nil {
 		return nil, fmt.Errorf("list %s: %w", d.Root, err)
 	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
@@ -43,9 +44,12 @@ func (d Dir) List(ctx context.Context) ([]Object, error) {
 
 // walk lists folder dir, whose key prefix is rel; parents are the folders
 // it sits in, dir last, to recognise a link that leads back into them.
-func (d Dir) walk(ctx context.Context, dir, rel string, parents []fs.FileInfo, objs *[]Object) error {
+func (d Dir) walk(ctx context.Context, dir, rel string, parents []fs.FileInfo, hidden bool, objs *[]Object) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
+		if hidden {
+			return nil // a hidden folder prep cannot read holds nothing it would take
+		}
 		return err
 	}
 	for _, e := range entries {
@@ -53,25 +57,24 @@ func (d Dir) walk(ctx context.Context, dir, rel string, parents []fs.FileInfo, o
 			return err
 		}
 		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			continue
-		}
+		hide := hidden || strings.HasPrefix(name, ".")
 		path, key := filepath.Join(dir, name), rel+name
 		fi, err := os.Stat(path) // follows links
 		switch {
 		case err != nil && e.Type()&fs.ModeSymlink != 0:
-			*objs = append(*objs, Object{Key: key}) // broken link: opening it says why
+			*objs = append(*objs, Object{Key: key, Hidden: hide}) // broken link: opening it says why
+		case err != nil && hide:
 		case err != nil:
 			return err
 		case fi.IsDir():
 			if slices.ContainsFunc(parents, func(p fs.FileInfo) bool { return os.SameFile(p, fi) }) {
 				continue // a link to a folder above: following it would never end
 			}
-			if err := d.walk(ctx, path, key+"/", append(parents, fi), objs); err != nil {
+			if err := d.walk(ctx, path, key+"/", append(parents, fi), hide, objs); err != nil {
 				return err
 			}
 		case fi.Mode().IsRegular():
-			*objs = append(*objs, Object{Key: key, Size: fi.Size(), ModTime: fi.ModTime()})
+			*objs = append(*objs, Object{Key: key, Size: fi.Size(), ModTime: fi.ModTime(), Hidden: hide})
 		}
 	}
 	return nil

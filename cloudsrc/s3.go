@@ -167,7 +167,7 @@ func (s *S3) List(ctx context.Context) ([]Object, error) {
 	var objs []Object
 	err := s.list(ctx, listPrefix, "", func(o types.Object) {
 		key := strings.TrimPrefix(aws.ToString(o.Key), s.prefix)
-		if key == "" || strings.HasSuffix(key, "/") || hidden(key) {
+		if key == "" || strings.HasSuffix(key, "/") {
 			return
 		}
 		if s.pattern != "" {
@@ -175,7 +175,7 @@ func (s *S3) List(ctx context.Context) ([]Object, error) {
 				return
 			}
 		}
-		objs = append(objs, Object{Key: key, Size: aws.ToInt64(o.Size), Generation: ETagGeneration(aws.ToString(o.ETag)), ModTime: aws.ToTime(o.LastModified).UTC()})
+		objs = append(objs, Object{Key: key, Size: aws.ToInt64(o.Size), Generation: ETagGeneration(aws.ToString(o.ETag)), ModTime: aws.ToTime(o.LastModified).UTC(), Hidden: hidden(key)})
 	})
 	if err != nil {
 		return nil, err

@@ -53,6 +53,12 @@ func TestS3List(t *testing.T) {
 		}
 		var keys []string
 		for _, o := range objs {
+			if o.Hidden != strings.Contains("/"+o.Key, "/.") {
+				t.Errorf("%s: %s: Hidden %v", tt.uri, o.Key, o.Hidden)
+			}
+			if o.Hidden {
+				continue // listed for the caller to name; not an input
+			}
 			keys = append(keys, o.Key)
 			if o.Generation == 0 || o.ModTime.IsZero() {
 				t.Errorf("%s: %s listed with generation %d, time %v: want the ETag's and LastModified", tt.uri, o.Key, o.Generation, o.ModTime)

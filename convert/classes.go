@@ -102,6 +102,9 @@ func (l *Listing) Check(src string, rules LabelRules) (warnings []string, err er
 		return nil, fmt.Errorf("--layout %q: want auto, imagefolder or flat", rules.Layout)
 	}
 	var refuse []string
+	if n := l.hiddenIgnored(); n > 0 && l.Classes != nil {
+		warnings = append(warnings, fmt.Sprintf("%s in %s left out (listed in the manifest's ignored): torchvision's ImageFolder would read them", count(n, "hidden convertible file"), src))
+	}
 	if len(l.Strays) > 0 {
 		keys := make([]string, len(l.Strays))
 		for i, e := range l.Strays {
@@ -217,4 +220,15 @@ func count(n int, thing string) string {
 		return "1 " + thing
 	}
 	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// hiddenIgnored counts the hidden files of convertible types left out.
+func (l *Listing) hiddenIgnored() int {
+	n := 0
+	for _, s := range l.Ignored {
+		if s.Reason == HiddenReason {
+			n++
+		}
+	}
+	return n
 }

@@ -33,6 +33,9 @@ type Entry struct {
 	Generation int64
 }
 
+// HiddenReason is why a hidden file of a convertible type is ignored.
+const HiddenReason = "hidden file (its name or a folder's starts with \".\"): left out, where torchvision's ImageFolder would read it; rename it to convert it"
+
 // Listing is the sorted input of a run.
 type Listing struct {
 	Entries []Entry
@@ -70,6 +73,14 @@ func ListSource(ctx context.Context, src cloudsrc.Source, handled func(key strin
 	l := &Listing{}
 	for _, o := range objs {
 		if formats.IsTemp(o.Key) {
+			continue
+		}
+		if o.Hidden {
+			// torchvision's ImageFolder would read a hidden image (a
+			// macOS "._" file, a thumbnail cache): say it is left out.
+			if handled(o.Key) {
+				l.Ignored = append(l.Ignored, manifest.Skipped{Key: o.Key, Reason: HiddenReason})
+			}
 			continue
 		}
 		if !handled(o.Key) {

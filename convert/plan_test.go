@@ -236,3 +236,38 @@ func TestEmptyAfterRun(t *testing.T) {
 		t.Errorf("lost %v, want none", lost)
 	}
 }
+
+// TestListSourceHidden: a hidden file a handler takes, which
+// torchvision's ImageFolder would read, is listed as ignored with the
+// reason and warned about; other hidden files stay out of the way.
+func TestListSourceHidden(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"cat/1.png", "cat/.2.png", "cat/._3.png", "cat/.thumbs/4.png", "dog/5.png", ".DS_Store", "dog/.git/objects/ab"} {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755)
+		os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644)
+	}
+	l, err := ListSource(context.Background(), cloudsrc.Dir{Root: dir}, func(k string) bool { return strings.HasSuffix(k, ".png") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys, ignored []string
+	for _, e := range l.Entries {
+		keys = append(keys, e.Key)
+	}
+	for _, s := range l.Ignored {
+		if s.Reason != HiddenReason {
+			t.Errorf("ignored %s: %q", s.Key, s.Reason)
+		}
+		ignored = append(ignored, s.Key)
+	}
+	if !slices.Equal(keys, []string{"cat/1.png", "dog/5.png"}) || !slices.Equal(ignored, []string{"cat/.2.png", "cat/._3.png", "cat/.thumbs/4.png"}) {
+		t.Errorf("entries %q, ignored %q", keys, ignored)
+	}
+	if !slices.Equal(l.Classes, []string{"cat", "dog"}) {
+		t.Errorf("classes %q", l.Classes)
+	}
+	warnings, err := l.Check("SRC", LabelRules{})
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "3 hidden convertible files in SRC left out") {
+		t.Errorf("warnings %q, err %v", warnings, err)
+	}
+}
