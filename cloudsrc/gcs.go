@@ -359,7 +359,7 @@ func (r *objectReader) drop() {
 
 // Stat reports the object's size, as *os.File does, so readers can size
 // their buffer once.
-func (r *objectReader) Stat() (fs.FileInfo, error) { return objectInfo{r}, nil }
+func (r *objectReader) Stat() (fs.FileInfo, error) { return objectInfo{r.name, r.size}, nil }
 
 func (r *objectReader) Close() error {
 	r.drop()
@@ -367,10 +367,14 @@ func (r *objectReader) Close() error {
 	return nil
 }
 
-type objectInfo struct{ r *objectReader }
+// objectInfo is a remote object's fs.FileInfo, for Stat.
+type objectInfo struct {
+	name string
+	size int64
+}
 
-func (i objectInfo) Name() string       { return path.Base(i.r.name) }
-func (i objectInfo) Size() int64        { return i.r.size }
+func (i objectInfo) Name() string       { return path.Base(i.name) }
+func (i objectInfo) Size() int64        { return i.size }
 func (i objectInfo) Mode() fs.FileMode  { return 0o444 }
 func (i objectInfo) ModTime() time.Time { return time.Time{} }
 func (i objectInfo) IsDir() bool        { return false }

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -370,19 +369,10 @@ func (r *s3Reader) drop() {
 }
 
 // Stat reports the object's size, as *os.File does.
-func (r *s3Reader) Stat() (fs.FileInfo, error) { return s3Info{r}, nil }
+func (r *s3Reader) Stat() (fs.FileInfo, error) { return objectInfo{r.name, r.size}, nil }
 
 func (r *s3Reader) Close() error {
 	r.drop()
 	r.cancel()
 	return nil
 }
-
-type s3Info struct{ r *s3Reader }
-
-func (i s3Info) Name() string       { return path.Base(i.r.name) }
-func (i s3Info) Size() int64        { return i.r.size }
-func (i s3Info) Mode() fs.FileMode  { return 0o444 }
-func (i s3Info) ModTime() time.Time { return time.Time{} }
-func (i s3Info) IsDir() bool        { return false }
-func (i s3Info) Sys() any           { return nil }
