@@ -6,6 +6,7 @@ GO ?= go
 # simd/archsimd package; without it build, test, bench and demo run the scalar loops.
 export GOEXPERIMENT=simd
 BIN := bin/prep
+NATIVE := python/prepshards/_window.so
 APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
             libjpeg62-turbo-dev libpng-dev libwebp-dev libflac-dev libmpg123-dev python3-h5py python3-pil python3-numpy \
             python3-torch python3-torchvision python3-pytest ca-certificates qemu-user-static bash-completion python3-venv
@@ -14,7 +15,7 @@ APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
 PYTHON := /usr/bin/python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build install test test-slurm fuzz bench bench-train cross cross-cgo demo vet clean
+.PHONY: all deps build python-native install test test-slurm fuzz bench bench-train cross cross-cgo demo vet clean
 
 all: build
 
@@ -36,8 +37,14 @@ deps:
 	@command -v $(GO) >/dev/null || { echo "Go 1.26+ is required: https://go.dev/doc/install"; exit 1; }
 	$(GO) mod download
 
-build: deps
+build: deps $(NATIVE)
 	$(GO) build -o $(BIN) ./cmd/prep
+
+# prepshards' C crop/flip kernel, in place for the tests and benches that
+# import prepshards from python/ (pip builds its own: python/setup.py).
+$(NATIVE): python/prepshards/_window.c
+	$(CC) -O2 -Wall -Wextra -shared -fPIC -o $@ $<
+python-native: $(NATIVE)
 
 # install builds prep as build does (GOEXPERIMENT=simd, cgo decoders) and
 # copies it to $(DESTDIR)$(PREFIX)/bin, with sudo only for that copy when
@@ -159,4 +166,4 @@ demo: build
 	$(BIN) bench-read out/demo
 
 clean:
-	rm -rf bin out
+	rm -rf bin out $(NATIVE)

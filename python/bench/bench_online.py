@@ -109,6 +109,10 @@ def main():
     assert online.online is not None and tuple(online.field_specs()[0].shape) == (224, 224, 3)
     print(f"{a.photos}: {len(tv_ds)} photos x {copies} copies = {len(online)} samples; batch {a.batch}, "
           f"num_workers={a.workers}, {os.cpu_count()} cores, {a.seconds:g} s a case, {a.runs} rounds")
+    from prepshards import _native  # noqa: PLC0415
+    flags = sorted(set(open("/proc/cpuinfo").read().split()) & {"ssse3", "avx2", "avx512f", "avx512vbmi"})
+    print(f"crop/flip kernel: {_native.path(3)}{'' if _native.available() else ' (' + _native.why_not + ')'}; "
+          f"cpu flags: {' '.join(flags)}")
 
     def prep_case(ds):
         def make(epoch):

@@ -4,7 +4,8 @@ import math
 
 import numpy as np
 
-from ._io import pread_into
+from . import _native
+from ._io import pread_into, read_error
 from .errors import ShardFormatError
 
 
@@ -162,15 +163,21 @@ def fill_augmented(ss, spec, stored, runs, out, aug):
     """
     from .online import apply_steps_torch, copy_window  # noqa: PLC0415
     online, epoch = aug
-    gids = np.concatenate([np.arange(ss.starts[k] + a, ss.starts[k] + b, dtype=np.int64)
-                           for k, a, b, _ in runs]) if runs else np.zeros(0, np.int64)
-    pos = np.concatenate([np.arange(p, p + b - a) for _, a, b, p in runs]) if runs else gids
+    # Python ranges: a shuffled batch is one run a sample, and numpy's per-call cost adds up
+    starts, gids, pos = ss.starts.tolist(), [], []
+    for k, a, b, p in runs:
+        gids.extend(range(starts[k] + a, starts[k] + b))
+        pos.extend(range(p, p + b - a))
+    gids, pos = np.array(gids, np.int64), np.array(pos, np.int64)
     steps = online.draw(epoch, gids, stored.shape)
     if online.fused:
         (w,) = steps
-        y0s, x0s, fys, fxs, pos = w.y0.tolist(), w.x0.tolist(), w.fy.tolist(), w.fx.tolist(), pos.tolist()
         row = math.prod(stored.shape[1:]) * stored.dtype.itemsize
         rows = _scratch_of(w.h * row)[:w.h * row].view(stored.dtype).reshape((w.h,) + stored.shape[1:])
+        if _native.available() and out.flags.c_contiguous and _fill_native(ss, spec.name, runs, w, stored, row,
+                                                                           rows, out, pos):
+            return
+        y0s, x0s, fys, fxs, pos = w.y0.tolist(), w.x0.tolist(), w.fy.tolist(), w.fx.tolist(), pos.tolist()
         mv = memoryview(rows).cast("B")
         t = 0
         for k, a, b, _ in runs:
@@ -194,6 +201,39 @@ def fill_augmented(ss, spec, stored, runs, out, aug):
     fill(ss, [stored], [(k, a, b, p) for (k, a, b, _), p in zip(runs, _starts(runs))], [full], None)
     res = apply_steps_torch(torch.from_numpy(full), steps).numpy()
     out[pos] = res
+
+
+def _fill_native(ss, name, runs, win, stored, row, scratch, out, pos):
+    """fill_augmented's crop/flip loop in one call of the C kernel (_window.c), when every
+    run is of a local HDF5 shard; False (nothing read) otherwise."""
+    fds, offs = [], []
+    for k, a, b, _ in runs:
+        s = ss.shards[k]
+        f = s.field.get(name) if hasattr(s, "field") else None
+        if f is None or f.ragged or f.offset < 0:
+            return False
+        fd = s.files.fd(s.k)
+        if not isinstance(fd, int):  # gs://: through the chunk cache
+            return False
+        fds.extend([fd] * (b - a))
+        offs.extend(range(f.offset + a * f.sample_nbytes, f.offset + b * f.sample_nbytes, f.sample_nbytes))
+    if not fds:
+        return True
+    offs = np.array(offs, np.int64) + win.y0.astype(np.int64) * row
+    fds, pos, x0, fy, fx = np.array(fds, np.int32), np.asarray(pos, np.int64), win.x0, win.fy, win.fx
+    order = None
+    if len(pos) > 1 and not (pos[1:] > pos[:-1]).all():  # the kernel fills slots in order
+        order = np.argsort(pos, kind="stable")
+        fds, offs, pos, x0, fy, fx = (a[order] for a in (fds, offs, pos, x0, fy, fx))
+    rc, t = _native.read_windows(fds, offs, row, out, pos, win.h, win.w, row // stored.shape[1],
+                                 x0, fy, fx, scratch)
+    if rc:
+        if order is not None:
+            offs, t = offs[np.argsort(order)], int(order[t])
+        ends = np.cumsum([b - a for _, a, b, _ in runs])
+        k = runs[int(np.searchsorted(ends, t, side="right"))][0]
+        raise read_error(ss.shards[k].path, win.h * row, int(offs[t]), -rc if rc < 0 else None)
+    return True
 
 
 def _starts(runs):

@@ -204,15 +204,25 @@ def pread_into(fd, buf, offset, path="shard"):
                 k = len(b)
                 mv[done:done + k] = b
         except OSError as e:
-            raise ShardIOError(f"{path}: read of {n} bytes at offset {offset} failed ({e.strerror or e}); "
-                               "check the disk, or copy the shard again") from None
+            raise read_error(path, n, offset, e) from None
         if k <= 0:
-            raise ShardChangedError(
-                f"{path}: the file ends at byte {offset + done}, but {n} bytes at offset {offset} "
-                "should be there: the shards changed under the reader (truncated or replaced while "
-                "being read); restart the reader from the current manifest, and check the folder "
-                "with `prep inspect DIR`")
+            raise read_error(path, n, offset, None, offset + done)
         done += k
+
+
+def read_error(path, n, offset, err, end=None):
+    """The error for a read of n bytes at offset that failed with err (an OSError or errno)
+    or, err None, found the file ending at byte ``end`` (or before the read's end)."""
+    if err is not None:
+        why = os.strerror(err) if isinstance(err, int) else (err.strerror or err)
+        return ShardIOError(f"{path}: read of {n} bytes at offset {offset} failed ({why}); "
+                            "check the disk, or copy the shard again")
+    where = f"ends at byte {end}" if end is not None else f"ends before byte {offset + n}"
+    return ShardChangedError(
+        f"{path}: the file {where}, but {n} bytes at offset {offset} "
+        "should be there: the shards changed under the reader (truncated or replaced while "
+        "being read); restart the reader from the current manifest, and check the folder "
+        "with `prep inspect DIR`")
 
 
 def open_files(shards, manifest_path):

@@ -9,8 +9,9 @@ reader ``online_seed``, epoch, sample index) (docs/FORMAT.md §4.5), so any
 reader, process or worker count gives the same sample.
 
 Crops and flips of a batch are fused into the read: only the crop's rows
-are read, into a small reused buffer, and copied (mirrored where drawn)
-into the batch. ``rrc`` (RandomResizedCrop) resamples, so it runs as torch
+are read, into the batch itself, and moved into place (mirrored where
+drawn), by the C kernel of _window.c (_native.py); without it, into a small
+reused buffer and copied with numpy. ``rrc`` (RandomResizedCrop) resamples, so it runs as torch
 ops on a batch (``apply_torch``), on CPU tensors in the readers or on a
 CUDA batch read with ``raw=True``.
 """
@@ -19,20 +20,23 @@ import math
 
 import numpy as np
 
+from . import _native
 from .errors import ManifestError, ShardError
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _DRAWS = 64  # draw slots per op: rrc uses 40 (10 tries x 4)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)  # made once: a batch mixes ~7 times
+_C1, _C2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 def _mix(z):
     """splitmix64's finaliser on a uint64 array (wrapping arithmetic)."""
-    z = z ^ (z >> np.uint64(30))
-    z = z * np.uint64(0xBF58476D1CE4E5B9)
-    z = z ^ (z >> np.uint64(27))
-    z = z * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    z = z ^ (z >> _S30)
+    z *= _C1
+    z ^= z >> _S27
+    z *= _C2
+    return z ^ (z >> _S31)
 
 
 def sample_keys(seed, salt, epoch, indices):
@@ -371,6 +375,10 @@ def _hflip_into(dst, src):
 def copy_window(dst, rows, x0, fy, fx):
     """dst = rows[:, x0:x0+w] (rows: the window's h stored rows, full width), mirrored as drawn."""
     w = dst.shape[1]
+    if (_native.available() and dst.flags.c_contiguous and rows.dtype == dst.dtype
+            and rows.shape[2:] == dst.shape[2:] and rows[0].flags.c_contiguous):
+        _native.copy_window(dst, dst.ctypes.data, rows, rows.ctypes.data, x0, fy, fx)
+        return
     src = rows[:, x0:x0 + w]
     if fy:
         src = src[::-1]

@@ -34,9 +34,12 @@ def test_install_route(tmp_path):
     for line in block.group(1).strip().splitlines():
         p = subprocess.run(["bash", "-c", line], cwd=ROOT, env=env, capture_output=True, text=True)
         assert p.returncode == 0, f"{line}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-    p = subprocess.run([str(tmp_path / "prep-venv/bin/python"), "-c", "import prepshards, torch, numpy; print(prepshards.__file__)"],
-                       capture_output=True, text=True)
+    code = ("import prepshards, torch, numpy; from prepshards import _native; "
+            "print(prepshards.__file__, _native.path(), _native.why_not)")
+    p = subprocess.run([str(tmp_path / "prep-venv/bin/python"), "-c", code], capture_output=True, text=True)
     assert p.returncode == 0 and str(tmp_path) in p.stdout, p.stderr
+    # pip built the C crop/flip kernel (python/setup.py) with the package
+    assert " numpy " not in p.stdout, p.stdout
 
 
 def test_training_example(shards, tmp_path):
