@@ -125,6 +125,9 @@ type Proxy struct {
 	// OnResponse, when set, sees each answer the server gives before the
 	// client does (the object is stored by then, for an upload).
 	OnResponse func(*http.Response)
+	// Transport, when set, carries the forwarded requests (InProcess: to
+	// a server in this process); nil: http.DefaultTransport.
+	Transport http.RoundTripper
 
 	n, uploads, replies, failed, stalled, corrupted, refused, cut atomic.Int64
 }
@@ -148,6 +151,7 @@ type stallKey struct{}
 // Handler forwards to target, injecting p's faults.
 func (p *Proxy) Handler(target *url.URL) http.Handler {
 	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = p.Transport
 	rp.ModifyResponse = func(resp *http.Response) error {
 		// Resumable uploads continue at the Location the server names:
 		// keep them coming through the proxy.

@@ -59,18 +59,18 @@ func main() {
 			log.Fatalf("gcsserver: read %s: %v", *dir, err)
 		}
 	}
+	// fake-gcs-server without a listener of its own: the fault-injecting
+	// proxy calls its handler in process, one loopback hop fewer.
 	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
-		Scheme: "http", Host: "127.0.0.1", InitialObjects: objs, Writer: io.Discard,
+		Scheme: "http", Host: "127.0.0.1", InitialObjects: objs, Writer: io.Discard, NoListener: true,
 	})
 	if err != nil {
 		log.Fatalf("gcsserver: start fake-gcs-server: %v", err)
 	}
 	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: *bucket})
-	target, err := url.Parse(srv.URL())
-	if err != nil {
-		log.Fatal(err)
-	}
-	p := &gcstest.Proxy{FailEvery: *failEvery, StallEvery: *stallEvery, Stall: *stall, Delay: *delay}
+	target := &url.URL{Scheme: "http", Host: "fake-gcs-server.invalid"}
+	p := &gcstest.Proxy{FailEvery: *failEvery, StallEvery: *stallEvery, Stall: *stall, Delay: *delay,
+		Transport: gcstest.InProcess(srv.HTTPHandler())}
 	h := p.Handler(target)
 	var downloads atomic.Int64
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
