@@ -122,10 +122,14 @@ bench: build
 # bench-train trains a tiny CNN on Fashion-MNIST (Debian's
 # dataset-fashion-mnist, installed here only) under torchvision's online
 # augmentation, prep --copies 1, --copies E and a split recipe, 3 seeds
-# each (~20-30 min on 2 cores): docs/TRAINING.md.
+# each (~20-30 min on 2 cores), then on the bench photos, 5 seeds (~10
+# min): docs/TRAINING.md.
 bench-train: build
 	$(call apt_install,dataset-fashion-mnist)
 	$(PYTHON) scripts/bench-train.py --prep $(BIN) --json out/bench-train.json
+	$(PYTHON) scripts/benchphotos.py
+	$(PYTHON) scripts/bench-train.py --prep $(BIN) --photos out/benchphotos --epochs 30 \
+	  --seeds 0 1 2 3 4 --json out/bench-train-photos.json
 
 # cross builds prep's packages for arm64 (the Graviton and Axion VM types)
 # and runs the pure-Go packages' tests there under qemu-user-static; on
