@@ -62,7 +62,7 @@ func cpuSIMD() string {
 type fastPath struct{ name, what string }
 
 func (f fastPaths) lines() []fastPath {
-	jpeg, png, flac := "libjpeg-turbo, with DCT scaling (cgo)", "libpng (cgo)", "libFLAC (cgo)"
+	jpeg, png, flac := "libjpeg-turbo, with DCT scaling (cgo)", "libpng, 8-bit RGB/RGBA/grey inflated by libdeflate (cgo)", "libFLAC (cgo)"
 	mp3 := "libmpg123, gapless (cgo)"
 	if own, why := imgdec.OwnEntropy(); own {
 		jpeg += "; prep's entropy decoders"

@@ -95,7 +95,7 @@ func checkVersion(t *testing.T, out, wantSIMD string) {
 		t.Errorf("simd line %q, want it to start %q", lines[1], wantSIMD)
 	}
 	// Every build that runs convert has cgo: formats/hdf5 needs it.
-	for i, want := range []string{"jpeg:  libjpeg-turbo, with DCT scaling (cgo); prep's entropy decoders", "png:   libpng (cgo)", "webp:  libwebp (cgo)",
+	for i, want := range []string{"jpeg:  libjpeg-turbo, with DCT scaling (cgo); prep's entropy decoders", "png:   libpng, 8-bit RGB/RGBA/grey inflated by libdeflate (cgo)", "webp:  libwebp (cgo)",
 		"other: GIF, BMP, TIFF, PNM (Go); AVIF, HEIF, JPEG XL: not decoded (convert them first)", "flac:  libFLAC (cgo)",
 		"mp3:   libmpg123, gapless (cgo)"} {
 		if lines[2+i] != want {

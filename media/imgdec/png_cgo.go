@@ -3,13 +3,14 @@
 package imgdec
 
 /*
-#cgo pkg-config: libpng
+#cgo pkg-config: libpng libdeflate
 #include <stdio.h>
 #include <string.h>
 #include <setjmp.h>
 #include <png.h>
 
 enum { prep_png_ok = 0, prep_png_fail = 1 };
+#include "png_fast.h"
 
 struct prep_png_src {
 	const unsigned char *data;
@@ -113,6 +114,7 @@ import "C"
 import (
 	"fmt"
 	"image"
+	"sync"
 	"unsafe"
 )
 
@@ -122,6 +124,9 @@ import (
 // what libpng does not take cleanly.
 func decodePNG(data []byte, cfg image.Config) (*image.NRGBA, error) {
 	img := newNRGBA(cfg.Width, cfg.Height)
+	if pngFast(data, img) {
+		return img, nil
+	}
 	m := msgPool.Get().(*turboMsgs)
 	defer msgPool.Put(m)
 	msg := &m.msg
@@ -133,4 +138,23 @@ func decodePNG(data []byte, cfg image.Config) (*image.NRGBA, error) {
 	}
 	Release(img)
 	return nil, fmt.Errorf("libpng: %s", C.GoString(&msg[0]))
+}
+
+// pngScratch holds prep_png_fast's inflated rows between decodes.
+var pngScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// pngFast decodes data into img with prep_png_fast (libdeflate), when data
+// is a PNG it takes; false leaves img to libpng.
+func pngFast(data []byte, img *image.NRGBA) bool {
+	w, h := img.Rect.Dx(), img.Rect.Dy()
+	need := h*(1+4*w) + len(data) // the rows, then room to gather the IDATs
+	bp := pngScratch.Get().(*[]byte)
+	defer pngScratch.Put(bp)
+	if cap(*bp) < need {
+		*bp = make([]byte, need)
+	}
+	buf := (*bp)[:need]
+	return C.prep_png_fast((*C.uchar)(unsafe.Pointer(&data[0])), C.size_t(len(data)),
+		(*C.uchar)(unsafe.Pointer(&img.Pix[0])), C.int(img.Stride), C.int(w), C.int(h),
+		(*C.uchar)(unsafe.Pointer(&buf[0])), C.size_t(len(buf))) == 0
 }

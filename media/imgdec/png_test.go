@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"image"
+	"image/png"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/prep-dev/prep/internal/testenv"
@@ -288,5 +291,143 @@ func TestPNGMalformedAgree(t *testing.T) {
 				t.Errorf("turbo gives other pixels than image/png:\n% x\n% x", got.Pix, want.Pix)
 			}
 		})
+	}
+}
+
+// TestPNGFast checks which PNGs prep_png_fast (libdeflate) takes and that
+// it gives image/png's pixels for them; the rest go to libpng, as the
+// decoders' agreement tests check.
+func TestPNGFast(t *testing.T) {
+	needTurbo(t)
+	split := func(parts int) func([]pngChunk) []pngChunk { // the IDAT in several chunks
+		return func(cs []pngChunk) []pngChunk {
+			var out []pngChunk
+			for _, c := range cs {
+				if c.typ != "IDAT" {
+					out = append(out, c)
+					continue
+				}
+				for i := range parts {
+					out = append(out, pngChunk{"IDAT", c.data[i*len(c.data)/parts : (i+1)*len(c.data)/parts]})
+				}
+			}
+			return out
+		}
+	}
+	between := func(cs []pngChunk) []pngChunk { // an ancillary chunk between two IDATs
+		cs = split(2)(cs)
+		i := len(cs) - 2
+		return append(cs[:i:i], append([]pngChunk{{"tEXt", []byte("a\x00b")}}, cs[i:]...)...)
+	}
+	text := func(cs []pngChunk) []pngChunk { return append([]pngChunk{{"tEXt", []byte("k\x00v")}}, cs...) }
+	cases := []struct {
+		name string
+		spec pngSpec
+		fast bool
+	}{
+		{"grey", pngSpec{w: 37, h: 9, ctype: 0, depth: 8}, true},
+		{"grey+alpha", pngSpec{w: 37, h: 9, ctype: 4, depth: 8}, true},
+		{"RGB", pngSpec{w: 37, h: 9, ctype: 2, depth: 8}, true},
+		{"RGBA", pngSpec{w: 37, h: 9, ctype: 6, depth: 8}, true},
+		{"RGB one pixel", pngSpec{w: 1, h: 1, ctype: 2, depth: 8}, true},
+		{"RGB, 5 IDATs", pngSpec{w: 64, h: 30, ctype: 2, depth: 8, edit: split(5)}, true},
+		{"RGB, a tEXt first", pngSpec{w: 20, h: 4, ctype: 2, depth: 8, edit: text}, true},
+		{"RGB, tEXt between IDATs", pngSpec{w: 20, h: 4, ctype: 2, depth: 8, edit: between}, false},
+		{"RGB, tRNS", pngSpec{w: 37, h: 9, ctype: 2, depth: 8, trns: true}, false},
+		{"RGB interlaced", pngSpec{w: 37, h: 9, ctype: 2, depth: 8, interlace: true}, false},
+		{"RGB 16-bit", pngSpec{w: 37, h: 9, ctype: 2, depth: 16}, false},
+		{"palette", pngSpec{w: 37, h: 9, ctype: 3, depth: 8}, false},
+		{"too much data", pngSpec{w: 37, h: 9, ctype: 2, depth: 8, extra: 1}, false},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			data := c.spec.encode(uint64(100 + i))
+			img := newNRGBA(c.spec.w, c.spec.h)
+			defer Release(img)
+			fast := pngFast(data, img)
+			if fast != c.fast {
+				t.Fatalf("prep_png_fast took it: %v, want %v", fast, c.fast)
+			}
+			want, _, werr := Decode(data, Options{Decoder: DecoderGo})
+			got, _, gerr := Decode(data, Options{Decoder: DecoderTurbo})
+			if (werr == nil) != (gerr == nil) || werr == nil && !bytes.Equal(got.Pix, want.Pix) {
+				t.Fatalf("turbo: %v; image/png: %v; same pixels: %v", gerr, werr, werr == nil && gerr == nil && bytes.Equal(got.Pix, want.Pix))
+			}
+			if fast && !bytes.Equal(img.Pix, want.Pix) {
+				t.Errorf("prep_png_fast\n% x\nimage/png\n% x", img.Pix, want.Pix)
+			}
+		})
+	}
+	// Damage the RGB file: a byte of the IDAT changed, its CRC left
+	// (refused by the CRC) or made right (refused by the zlib stream or
+	// its Adler-32): never taken, and the decoders still agree.
+	data := cases[2].spec.encode(102)
+	at := bytes.Index(data, []byte("IDAT")) + 4 + 20
+	for _, fixCRC := range []bool{false, true} {
+		d := bytes.Clone(data)
+		d[at] ^= 0x5a
+		if fixCRC {
+			start := bytes.Index(d, []byte("IDAT"))
+			n := int(binary.BigEndian.Uint32(d[start-4:]))
+			binary.BigEndian.PutUint32(d[start+4+n:], crc32.ChecksumIEEE(d[start:start+4+n]))
+		}
+		img := newNRGBA(37, 9)
+		if pngFast(d, img) {
+			t.Errorf("damaged IDAT (CRC fixed: %v) taken", fixCRC)
+		}
+		Release(img)
+		_, _, werr := Decode(d, Options{Decoder: DecoderGo})
+		_, _, gerr := Decode(d, Options{Decoder: DecoderTurbo})
+		if (werr == nil) != (gerr == nil) {
+			t.Errorf("damaged IDAT (CRC fixed: %v): turbo %v, image/png %v", fixCRC, gerr, werr)
+		}
+	}
+}
+
+// TestPNGFastPhotos re-encodes real photos with image/png (whose encoder
+// picks each row's filter, Paeth often) as RGB, RGBA and grey:
+// prep_png_fast must take them and give image/png's pixels. Photos, unlike
+// TestPNGFast's random bytes, have the Paeth predictor's ties.
+func TestPNGFastPhotos(t *testing.T) {
+	needTurbo(t)
+	for _, name := range []string{"everyday/chelsea.jpg", "science/retina.jpg", "everyday/coffee.png"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "images", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, _, err := Decode(data, Options{Decoder: DecoderGo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		translucent := image.NewNRGBA(src.Rect)
+		copy(translucent.Pix, src.Pix)
+		for i := 3; i < len(translucent.Pix); i += 4 {
+			translucent.Pix[i] = byte(i / 4)
+		}
+		grey := image.NewGray(src.Rect)
+		for y := range src.Rect.Dy() {
+			for x := range src.Rect.Dx() {
+				grey.Set(x, y, src.At(x, y))
+			}
+		}
+		for kind, m := range map[string]image.Image{"RGB": src, "RGBA": translucent, "grey": grey} {
+			var buf bytes.Buffer
+			if err := png.Encode(&buf, m); err != nil {
+				t.Fatal(err)
+			}
+			want, _, err := Decode(buf.Bytes(), Options{Decoder: DecoderGo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			img := newNRGBA(want.Rect.Dx(), want.Rect.Dy())
+			if !pngFast(buf.Bytes(), img) {
+				t.Errorf("%s as %s: not taken", name, kind)
+			} else if !bytes.Equal(img.Pix, want.Pix) {
+				t.Errorf("%s as %s: prep_png_fast's pixels differ from image/png's", name, kind)
+			}
+			Release(img)
+			Release(want)
+		}
+		Release(src)
 	}
 }
