@@ -202,24 +202,33 @@ func hasAlpha(img *image.NRGBA) bool {
 	return false
 }
 
-// TestPNGBeyondLibpng decodes a PNG past libpng's width limit (a million
+// TestPNGBeyondLibpng decodes PNGs past libpng's width limit (a million
 // pixels, its default), which image/png reads: the turbo decoder falls
-// back to it rather than lose the image.
+// back to it rather than lose the image (16-bit grey, which prep_png_fast
+// leaves to libpng), or prep_png_fast, which has no such limit, decodes it
+// (8-bit grey).
 func TestPNGBeyondLibpng(t *testing.T) {
 	needTurbo(t)
-	data := pngSpec{w: 1_000_001, h: 1, ctype: 0, depth: 8}.encode(9)
-	if _, err := decodePNG(data, image.Config{Width: 1_000_001, Height: 1}); err == nil {
-		// Debian's libpng keeps the default limit: CI must reach the fallback.
-		testenv.Need(t, "a libpng that refuses images over 1,000,000 pixels wide (its default limit)",
-			"install Debian's libpng-dev (make deps), not a libpng built with larger user limits")
-	}
-	want, _, err := Decode(data, Options{Decoder: DecoderGo})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _, err := Decode(data, Options{Decoder: DecoderTurbo})
-	if err != nil || !bytes.Equal(got.Pix, want.Pix) {
-		t.Fatalf("turbo: err %v, same pixels as image/png: %v", err, err == nil && bytes.Equal(got.Pix, want.Pix))
+	for _, depth := range []int{16, 8} {
+		data := pngSpec{w: 1_000_001, h: 1, ctype: 0, depth: depth}.encode(9)
+		if _, err := decodeLibpng(data, image.Config{Width: 1_000_001, Height: 1}); err == nil {
+			// Debian's libpng keeps the default limit: CI must reach the fallback.
+			testenv.Need(t, "a libpng that refuses images over 1,000,000 pixels wide (its default limit)",
+				"install Debian's libpng-dev (make deps), not a libpng built with larger user limits")
+		}
+		img := newNRGBA(1_000_001, 1)
+		if fast := pngFast(data, img); fast != (depth == 8) {
+			t.Errorf("depth %d: prep_png_fast took it: %v", depth, fast)
+		}
+		Release(img)
+		want, _, err := Decode(data, Options{Decoder: DecoderGo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := Decode(data, Options{Decoder: DecoderTurbo})
+		if err != nil || !bytes.Equal(got.Pix, want.Pix) {
+			t.Fatalf("depth %d: turbo: err %v, same pixels as image/png: %v", depth, err, err == nil && bytes.Equal(got.Pix, want.Pix))
+		}
 	}
 }
 

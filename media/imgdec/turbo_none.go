@@ -19,6 +19,13 @@ func decodePNG(data []byte, cfg image.Config) (*image.NRGBA, error) {
 	return nil, errNoTurbo
 }
 
+func decodeLibpng(data []byte, cfg image.Config) (*image.NRGBA, error) {
+	return nil, errNoTurbo
+}
+
+// pngFast is prep_png_fast (libdeflate), which needs cgo.
+func pngFast(data []byte, img *image.NRGBA) bool { return false }
+
 // OwnEntropy reports whether this build decodes JPEG scans with prep's
 // entropy decoders: never without cgo.
 func OwnEntropy() (bool, string) { return false, "off (built without cgo)" }
