@@ -144,9 +144,11 @@ func listingCSV(t *testing.T, l *Listing) []byte {
 }
 
 func listingJSONL(t *testing.T, l *Listing) []byte {
+	// formats.Name: bytes that are not UTF-8 written as \udcXX, as prep
+	// writes names (encoding/json would make them U+FFFD)
 	type row struct {
-		Path  string `json:"path"`
-		Label any    `json:"label,omitempty"`
+		Path  formats.Name `json:"path"`
+		Label any          `json:"label,omitempty"`
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -156,16 +158,16 @@ func listingJSONL(t *testing.T, l *Listing) []byte {
 		}
 	}
 	for _, e := range l.Entries {
-		r := row{Path: strings.TrimPrefix(e.Key, "k/")}
+		r := row{Path: formats.Name(strings.TrimPrefix(e.Key, "k/"))}
 		if lab, ok := label(l, e); ok && len(l.Classes) > 0 {
-			r.Label = lab
+			r.Label = formats.Name(lab)
 		} else if ok {
 			r.Label = e.Label
 		}
 		put(r)
 	}
 	for _, s := range l.Ignored {
-		put(row{Path: s.Key})
+		put(row{Path: formats.Name(s.Key)})
 	}
 	return b.Bytes()
 }
