@@ -201,23 +201,24 @@ static void window_in_place(uint8_t *dst, size_t stride, size_t h, size_t w, siz
  * h rows of w pixels from column x0[t], mirrored per fy[t], fx[t].
  *
  * One preadv a sample, of its h whole rows (a vector per row costs the
- * kernel more than a copy): into the slot itself, spilling into the next
- * slots (filled later, as pos increases), then moved into place while the
- * bytes are in the CPU cache; so the batch is written about once, as
- * reading stored windows would. Where the rows do not fit (the last slot),
- * or rows are mirrored top-bottom, through scratch (h*stride bytes).
+ * kernel more than a copy): where spill[t] says the slots after pos[t]
+ * that the rows overrun are filled later by this call, into the slot
+ * itself, then moved into place while the bytes are in the CPU cache; so
+ * the batch is written about once, as reading stored windows would.
+ * Otherwise (the last slots, slots another call fills), or when rows are
+ * mirrored top-bottom, through scratch (h*stride bytes).
  * Returns 0, or -errno / 1 (the file ends before the window: it changed
  * under the reader) with *failed = t.
  */
 int prep_read_windows(size_t n, const int32_t *fds, const int64_t *offs, size_t stride, uint8_t *dst,
                       size_t dst_nb, size_t dst_n, const int64_t *pos, size_t h, size_t w, size_t c,
-                      const int64_t *x0, const uint8_t *fy, const uint8_t *fx, uint8_t *scratch,
-                      int64_t *failed)
+                      const int64_t *x0, const uint8_t *fy, const uint8_t *fx, const uint8_t *spill,
+                      uint8_t *scratch, int64_t *failed)
 {
     size_t span = h * stride;
     for (size_t t = 0; t < n; t++) {
         uint8_t *slot = dst + (size_t)pos[t] * dst_nb;
-        int direct = !fy[t] && (size_t)pos[t] * dst_nb + span <= dst_n * dst_nb;
+        int direct = spill[t] && !fy[t] && (size_t)pos[t] * dst_nb + span <= dst_n * dst_nb;
         struct iovec v = {direct ? slot : scratch, span};
         int rc = preadv_full(fds[t], &v, 1, (off_t)offs[t]);
         if (rc != 0) {

@@ -65,6 +65,14 @@ def test_read_windows_from_a_file(tmp_path, H, W, c, h, w):
         for t in range(n):
             want = expect(data[idx[t], y0[t]:], x0[t], h, w, fy[t], fx[t])
             assert np.array_equal(out[pos[t]], want), t
+        # slots this call does not fill (1 and 4 of 6) keep their bytes: no spill lands there
+        gap = np.full((6, h, w, c), 99, np.uint8)
+        at = np.array([0, 2, 3, 5])
+        assert _native.read_windows([fd] * 4, offs[:4], row, gap, at, h, w, c, x0[:4], fy[:4], fx[:4],
+                                    scratch) == (0, None)
+        assert (gap[1] == 99).all() and (gap[4] == 99).all()
+        for t, slot in enumerate(at):
+            assert np.array_equal(gap[slot], expect(data[idx[t], y0[t]:], x0[t], h, w, fy[t], fx[t])), slot
         # the file ends inside the third window: 1, and which
         offs[:3] = 100, 100, 100 + 4 * data[0].nbytes
         os.truncate(path, int(offs[2]) + h * row - 1)
@@ -121,3 +129,18 @@ def test_a_shard_cut_short_under_the_kernel_is_named(split, tmp_path):
     os.truncate(shard, os.path.getsize(shard) // 2)
     with pytest.raises(ShardChangedError, match=r"shard-000000\.h5: the file ends before byte"):
         ds.get_batch(list(range(9)))
+
+
+def test_concat_batches_mixing_datasets_keep_every_slot(split):
+    """Concat fills a batch one dataset at a time: the kernel's reads, which
+    spill into the slots after a sample's, must not touch slots another
+    dataset's call fills (or has filled)."""
+    ds = ps.ShardDataset(split)
+    ds.set_epoch(1)
+    cat = ps.Concat([ps.ShardDataset(split), ps.ShardDataset(split)])
+    cat.set_epoch(1)
+    n = len(ds)
+    idx = [n + 0, 0, n + 1, 1, 2, n + 2, n + 5, 7, 8, n + 9]  # the second dataset first, interleaved
+    x, y = cat.get_batch(idx)
+    for t, i in enumerate(idx):
+        assert np.array_equal(np.asarray(x[t]), ds[i % n][0]), (t, i)
