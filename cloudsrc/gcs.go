@@ -59,14 +59,17 @@ func client() (*storage.Client, error) {
 }
 
 // splitGS splits gs://bucket/name into its bucket and object name.
-func splitGS(uri string) (bucket, name string, err error) {
-	rest, ok := strings.CutPrefix(uri, "gs://")
+func splitGS(uri string) (bucket, name string, err error) { return splitURL(uri, "gs") }
+
+// splitURL splits scheme://bucket/name into its bucket and object name.
+func splitURL(uri, scheme string) (bucket, name string, err error) {
+	rest, ok := strings.CutPrefix(uri, scheme+"://")
 	if !ok {
-		return "", "", fmt.Errorf("%s is not a gs:// address", uri)
+		return "", "", fmt.Errorf("%s does not start with %s://", uri, scheme)
 	}
 	bucket, name, _ = strings.Cut(rest, "/")
 	if bucket == "" {
-		return "", "", fmt.Errorf("%s names no bucket: want gs://BUCKET/PREFIX", uri)
+		return "", "", fmt.Errorf("%s names no bucket: want %s://BUCKET/PREFIX", uri, scheme)
 	}
 	return bucket, name, nil
 }
@@ -235,147 +238,38 @@ func (g *GCS) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 }
 
 func (g *GCS) openObject(ctx context.Context, name string) (*objectReader, error) {
-	d := g.o.objectTimeout()
-	ctx, cancel := context.WithTimeoutCause(ctx, d, &deadlineError{d})
-	r := &objectReader{ctx: ctx, cancel: cancel, g: g, obj: g.bucket.Object(name), name: name, bo: g.o.backoff()}
-	if err := r.reopen(); err != nil {
-		defer cancel()
+	obj := g.bucket.Object(name)
+	var gen int64 // the generation first read: later reads are pinned to it
+	r := &objectReader{
+		uri:  "gs://" + g.name + "/" + name,
+		name: name,
+		open: func(ctx context.Context, off int64) (io.ReadCloser, int64, error) {
+			h := obj
+			if gen != 0 {
+				h = obj.Generation(gen)
+			}
+			rr, err := h.NewRangeReader(ctx, off, -1)
+			if err != nil {
+				return nil, 0, err
+			}
+			if gen == 0 {
+				gen = rr.Attrs.Generation
+			}
+			return rr, rr.Attrs.Size, nil
+		},
+		resumable: func(err error) bool { return errors.Is(err, errStalled) || storage.ShouldRetry(err) },
+	}
+	r.wrap = func(err error) error { return gcsErr(r.uri, g.name, g.dest, err) }
+	if err := r.start(ctx, g.o); err != nil {
+		defer r.cancel()
 		if errors.Is(err, fs.ErrNotExist) {
 			// A missing bucket answers 404 to object reads too: tell
 			// the two apart, on this error path only.
-			if _, berr := g.bucket.Attrs(ctx); errors.Is(berr, storage.ErrBucketNotExist) {
-				return nil, gcsErr(r.uri(), g.name, g.dest, berr)
+			if _, berr := g.bucket.Attrs(r.ctx); errors.Is(berr, storage.ErrBucketNotExist) {
+				return nil, gcsErr(r.uri, g.name, g.dest, berr)
 			}
 		}
 		return nil, err
 	}
 	return r, nil
 }
-
-// deadlineError is the cause of an object read that ran out of its
-// ObjectTimeout.
-type deadlineError struct{ d time.Duration }
-
-func (e *deadlineError) Error() string {
-	return fmt.Sprintf("not read within %s (--object-timeout), retries included", e.d)
-}
-
-// objectReader reads one object, reopening it at the offset reached when a
-// read fails with a retryable error or makes no progress for the
-// Opener's Timeout.
-type objectReader struct {
-	ctx    context.Context // ends at the object's deadline, or on Close
-	cancel context.CancelFunc
-	g      *GCS
-	obj    *storage.ObjectHandle
-	name   string
-	bo     gax.Backoff
-	rr     *storage.Reader
-	dog    *watchdog
-	off    int64
-	size   int64
-	gen    int64
-	tries  int // failed attempts since the last progress
-}
-
-func (r *objectReader) uri() string { return "gs://" + r.g.name + "/" + r.name }
-
-// reopen starts a read at r.off, trying again while errors are retryable.
-func (r *objectReader) reopen() error {
-	obj := r.obj
-	if r.gen != 0 {
-		obj = obj.Generation(r.gen)
-	}
-	for {
-		r.tries++
-		dog := newWatchdog(r.ctx, r.g.o.timeout())
-		dog.arm()
-		rr, err := obj.NewRangeReader(dog.ctx, r.off, -1)
-		stalled := dog.disarm()
-		if err == nil {
-			r.rr, r.dog = rr, dog
-			if r.gen == 0 {
-				r.gen, r.size = rr.Attrs.Generation, rr.Attrs.Size
-			}
-			return nil
-		}
-		dog.stop()
-		if stalled {
-			err = errStalled
-		}
-		if err := retryWait(r.ctx, err, r.tries, r.g.o.attempts(), &r.bo); err != nil {
-			return r.fail(err)
-		}
-	}
-}
-
-// fail turns an error that ends a read into an Error, naming the object's
-// deadline when it was that which ran out.
-func (r *objectReader) fail(err error) error {
-	var de *deadlineError
-	if errors.As(context.Cause(r.ctx), &de) {
-		err = de
-	}
-	return gcsErr(r.uri(), r.g.name, r.g.dest, err)
-}
-
-func (r *objectReader) Read(p []byte) (int, error) {
-	for {
-		if r.rr == nil {
-			if err := r.reopen(); err != nil {
-				return 0, err
-			}
-		}
-		r.dog.arm()
-		n, err := r.rr.Read(p)
-		stalled := r.dog.disarm()
-		r.off += int64(n)
-		if n > 0 {
-			r.tries = 0
-		}
-		if err == nil || err == io.EOF {
-			return n, err
-		}
-		r.drop()
-		if stalled {
-			err = errStalled
-		}
-		if n > 0 && (stalled || storage.ShouldRetry(err)) {
-			return n, nil // the next Read reopens
-		}
-		if err := retryWait(r.ctx, err, r.tries+1, r.g.o.attempts(), &r.bo); err != nil {
-			return n, r.fail(err)
-		}
-	}
-}
-
-func (r *objectReader) drop() {
-	if r.rr != nil {
-		r.rr.Close()
-		r.dog.stop()
-		r.rr, r.dog = nil, nil
-	}
-}
-
-// Stat reports the object's size, as *os.File does, so readers can size
-// their buffer once.
-func (r *objectReader) Stat() (fs.FileInfo, error) { return objectInfo{r.name, r.size}, nil }
-
-func (r *objectReader) Close() error {
-	r.drop()
-	r.cancel()
-	return nil
-}
-
-// objectInfo is a remote object's fs.FileInfo, for Stat.
-type objectInfo struct {
-	name string
-	size int64
-}
-
-func (i objectInfo) Name() string       { return path.Base(i.name) }
-func (i objectInfo) Size() int64        { return i.size }
-func (i objectInfo) Mode() fs.FileMode  { return 0o444 }
-func (i objectInfo) ModTime() time.Time { return time.Time{} }
-func (i objectInfo) IsDir() bool        { return false }
-func (i objectInfo) Sys() any           { return nil }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"sort"
@@ -19,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/googleapis/gax-go/v2"
 )
 
 // s3Clients holds one S3 client per endpoint and credential setting, for
@@ -75,17 +72,7 @@ func s3Client() (*s3.Client, error) {
 }
 
 // splitS3 splits s3://bucket/name into its bucket and object key.
-func splitS3(uri string) (bucket, name string, err error) {
-	rest, ok := strings.CutPrefix(uri, "s3://")
-	if !ok {
-		return "", "", fmt.Errorf("%s is not an s3:// address", uri)
-	}
-	bucket, name, _ = strings.Cut(rest, "/")
-	if bucket == "" {
-		return "", "", fmt.Errorf("%s names no bucket: want s3://BUCKET/PREFIX", uri)
-	}
-	return bucket, name, nil
-}
+func splitS3(uri string) (bucket, name string, err error) { return splitURL(uri, "s3") }
 
 // S3 is a Source over the objects of one S3 (or S3-compatible) bucket
 // under a prefix, optionally filtered by a pattern. It behaves as GCS
@@ -253,126 +240,39 @@ func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return s.openObject(ctx, s.prefix+key)
 }
 
-func (s *S3) openObject(ctx context.Context, name string) (*s3Reader, error) {
-	d := s.o.objectTimeout()
-	ctx, cancel := context.WithTimeoutCause(ctx, d, &deadlineError{d})
-	r := &s3Reader{ctx: ctx, cancel: cancel, s: s, name: name, bo: s.o.backoff()}
-	if err := r.reopen(); err != nil {
-		cancel()
+func (s *S3) openObject(ctx context.Context, name string) (*objectReader, error) {
+	var etag string // the version first read: later reads are If-Match it
+	var size int64
+	r := &objectReader{
+		uri:  "s3://" + s.name + "/" + name,
+		name: name,
+		open: func(ctx context.Context, off int64) (io.ReadCloser, int64, error) {
+			in := &s3.GetObjectInput{Bucket: aws.String(s.name), Key: aws.String(name)}
+			if off > 0 {
+				in.Range = aws.String("bytes=" + strconv.FormatInt(off, 10) + "-")
+			}
+			if etag != "" {
+				in.IfMatch = aws.String(etag) // the object first read, or 412
+			}
+			out, err := s.c.GetObject(ctx, in)
+			if err != nil {
+				if off > 0 && size == off && isStatus(err, 416) {
+					return io.NopCloser(strings.NewReader("")), size, nil // nothing is left past the end
+				}
+				return nil, 0, err
+			}
+			if etag == "" {
+				etag, size = aws.ToString(out.ETag), aws.ToInt64(out.ContentLength)
+			}
+			return out.Body, size, nil
+		},
+		resumable: transient,
+		exact:     true,
+	}
+	r.wrap = func(err error) error { return s3Err(r.uri, s.name, s.dest, err) }
+	if err := r.start(ctx, s.o); err != nil {
+		r.cancel()
 		return nil, err
 	}
 	return r, nil
-}
-
-// s3Reader reads one object, reopening it at the offset reached when a
-// read fails with a retryable error or makes no progress for the
-// Opener's Timeout.
-type s3Reader struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	s      *S3
-	name   string
-	bo     gax.Backoff
-	body   io.ReadCloser
-	dog    *watchdog
-	off    int64
-	size   int64
-	etag   string
-	tries  int
-}
-
-func (r *s3Reader) uri() string { return "s3://" + r.s.name + "/" + r.name }
-
-func (r *s3Reader) reopen() error {
-	for {
-		r.tries++
-		in := &s3.GetObjectInput{Bucket: aws.String(r.s.name), Key: aws.String(r.name)}
-		if r.off > 0 {
-			in.Range = aws.String("bytes=" + strconv.FormatInt(r.off, 10) + "-")
-		}
-		if r.etag != "" {
-			in.IfMatch = aws.String(r.etag) // the object first read, or 412
-		}
-		dog := newWatchdog(r.ctx, r.s.o.timeout())
-		dog.arm()
-		out, err := r.s.c.GetObject(dog.ctx, in)
-		stalled := dog.disarm()
-		if err == nil {
-			r.body, r.dog = out.Body, dog
-			if r.etag == "" {
-				r.etag, r.size = aws.ToString(out.ETag), aws.ToInt64(out.ContentLength)
-			}
-			return nil
-		}
-		dog.stop()
-		if stalled {
-			err = errStalled
-		}
-		if r.off > 0 && r.size == r.off && isStatus(err, 416) {
-			// Nothing is left past the end: an empty reply.
-			r.body, r.dog = io.NopCloser(strings.NewReader("")), newWatchdog(r.ctx, r.s.o.timeout())
-			return nil
-		}
-		if err := retryWait(r.ctx, err, r.tries, r.s.o.attempts(), &r.bo); err != nil {
-			return r.fail(err)
-		}
-	}
-}
-
-func (r *s3Reader) fail(err error) error {
-	var de *deadlineError
-	if errors.As(context.Cause(r.ctx), &de) {
-		err = de
-	}
-	return s3Err(r.uri(), r.s.name, r.s.dest, err)
-}
-
-func (r *s3Reader) Read(p []byte) (int, error) {
-	for {
-		if r.body == nil {
-			if err := r.reopen(); err != nil {
-				return 0, err
-			}
-		}
-		r.dog.arm()
-		n, err := r.body.Read(p)
-		stalled := r.dog.disarm()
-		r.off += int64(n)
-		if n > 0 {
-			r.tries = 0
-		}
-		if err == io.EOF && r.off < r.size {
-			err = io.ErrUnexpectedEOF // the connection ended early
-		}
-		if err == nil || err == io.EOF {
-			return n, err
-		}
-		r.drop()
-		if stalled {
-			err = errStalled
-		}
-		if n > 0 && transient(err) {
-			return n, nil // the next Read reopens
-		}
-		if err := retryWait(r.ctx, err, r.tries+1, r.s.o.attempts(), &r.bo); err != nil {
-			return n, r.fail(err)
-		}
-	}
-}
-
-func (r *s3Reader) drop() {
-	if r.body != nil {
-		r.body.Close()
-		r.dog.stop()
-		r.body, r.dog = nil, nil
-	}
-}
-
-// Stat reports the object's size, as *os.File does.
-func (r *s3Reader) Stat() (fs.FileInfo, error) { return objectInfo{r.name, r.size}, nil }
-
-func (r *s3Reader) Close() error {
-	r.drop()
-	r.cancel()
-	return nil
 }
