@@ -52,37 +52,46 @@ func (e *Error) Fatal() bool {
 
 const loginHint = `run "gcloud auth application-default login", or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file`
 
-// gcsErr turns a library error into an Error that names the fix. write
-// selects the role to ask for on 403: the destination's.
-func gcsErr(uri, bucket string, write bool, err error) error {
-	if err == nil {
-		return nil
-	}
+// commonErr words the errors every store shares: nil, an Error already
+// or a cancellation (as they are), the object's deadline, retries given
+// up (the last error worded by again, the store's own function), a stall.
+// ok is false for the rest, which the store words itself.
+func commonErr(uri string, err error, store string, again func(error) error) (_ error, ok bool) {
 	var e *Error
-	if errors.As(err, &e) || errors.Is(err, context.Canceled) {
-		return err
+	if err == nil || errors.As(err, &e) || errors.Is(err, context.Canceled) {
+		return err, true
 	}
 	var de *deadlineError
 	if errors.As(err, &de) {
-		return &Error{URI: uri, Err: err, Msg: de.Error() + ": raise --object-timeout for large objects or a slow link, then rerun with --resume"}
+		return &Error{URI: uri, Err: err, Msg: de.Error() + ": raise --object-timeout for large objects or a slow link, then rerun with --resume"}, true
 	}
 	var xe *exhaustedError
 	if errors.As(err, &xe) {
-		e, ok := gcsErr(uri, bucket, write, xe.err).(*Error)
+		e, ok := again(xe.err).(*Error)
 		if !ok { // a cancellation: nothing to advise
-			return err
+			return err, true
 		}
 		e.Err = err
-		why, fix := "Cloud Storage kept failing", "raise --io-attempts"
+		why, fix := store+" kept failing", "raise --io-attempts"
 		if errors.Is(xe.err, errStalled) {
 			// Every try stalled: a slow link wants a longer --io-timeout.
 			why, fix = "every try stalled", "raise --io-timeout on a slow link"
 		}
 		e.Msg += fmt.Sprintf(" (gave up after %d attempts: %s; rerun with --resume later, or %s)", xe.tries, why, fix)
-		return e
+		return e, true
 	}
 	if errors.Is(err, errStalled) {
-		return &Error{URI: uri, Err: err, Msg: "no progress within the timeout (--io-timeout)"}
+		return &Error{URI: uri, Err: err, Msg: "no progress within the timeout (--io-timeout)"}, true
+	}
+	return nil, false
+}
+
+// gcsErr turns a library error into an Error that names the fix. write
+// selects the role to ask for on 403: the destination's.
+func gcsErr(uri, bucket string, write bool, err error) error {
+	again := func(err error) error { return gcsErr(uri, bucket, write, err) }
+	if w, ok := commonErr(uri, err, "Cloud Storage", again); ok {
+		return w
 	}
 	if errors.Is(err, storage.ErrBucketNotExist) {
 		return &Error{URI: uri, Code: 404, Err: err,

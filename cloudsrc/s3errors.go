@@ -71,33 +71,9 @@ const awsLoginHint = `run "aws configure" (or "aws sso login"), or set AWS_ACCES
 // s3Err turns an SDK error into an Error that names the fix, as gcsErr
 // does for Cloud Storage. write selects the permissions to ask for on 403.
 func s3Err(uri, bucket string, write bool, err error) error {
-	if err == nil {
-		return nil
-	}
-	var e *Error
-	if errors.As(err, &e) || errors.Is(err, context.Canceled) {
-		return err
-	}
-	var de *deadlineError
-	if errors.As(err, &de) {
-		return &Error{URI: uri, Err: err, Msg: de.Error() + ": raise --object-timeout for large objects or a slow link, then rerun with --resume"}
-	}
-	var xe *exhaustedError
-	if errors.As(err, &xe) {
-		e, ok := s3Err(uri, bucket, write, xe.err).(*Error)
-		if !ok {
-			return err
-		}
-		e.Err = err
-		why, fix := "S3 kept failing", "raise --io-attempts"
-		if errors.Is(xe.err, errStalled) {
-			why, fix = "every try stalled", "raise --io-timeout on a slow link"
-		}
-		e.Msg += fmt.Sprintf(" (gave up after %d attempts: %s; rerun with --resume later, or %s)", xe.tries, why, fix)
-		return e
-	}
-	if errors.Is(err, errStalled) {
-		return &Error{URI: uri, Err: err, Msg: "no progress within the timeout (--io-timeout)"}
+	again := func(err error) error { return s3Err(uri, bucket, write, err) }
+	if w, ok := commonErr(uri, err, "S3", again); ok {
+		return w
 	}
 	if errors.Is(err, errCorrupt) {
 		return &Error{URI: uri, Err: err, Msg: firstLine(err.Error())}
