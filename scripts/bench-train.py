@@ -90,22 +90,11 @@ def write_pngs(out, n):
 
 
 def convert(prep, src, dst, recipe, copies=1):
-    """prep convert; for the split recipe on a prep without '|', the online part is written into
-    the manifest as prep would write it (format_version 3, online_recipe)."""
+    """prep convert; the seconds it took."""
     shutil.rmtree(dst, ignore_errors=True)
     cmd = [prep, "convert", src, dst, "--seed", "1", "--copies", str(copies), "--workers", "2"] + PREP_FLAGS
     t0 = time.perf_counter()
     p = subprocess.run(cmd + ["--recipe", recipe], capture_output=True, text=True)
-    if p.returncode != 0 and "|" in recipe:
-        offline, online = (s.strip() for s in recipe.split("|"))
-        shutil.rmtree(dst, ignore_errors=True)
-        p = subprocess.run(cmd + ["--recipe", offline], capture_output=True, text=True)
-        if p.returncode == 0:
-            path = os.path.join(dst, "manifest.json")
-            m = json.load(open(path))
-            m["online_recipe"], m["format_version"] = online, 3
-            json.dump(m, open(path, "w"))
-            print(f"  ({prep} has no split recipe: wrote online_recipe {online!r} into the manifest)")
     if p.returncode != 0:
         sys.exit(f"prep convert failed:\n{p.stderr}")
     return time.perf_counter() - t0

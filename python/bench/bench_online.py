@@ -29,7 +29,6 @@ its min-max and the ratios online/tv (goal >= 20) and online/plain (goal
 """
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -48,20 +47,11 @@ OFFLINE = "resize=256,crop=224"
 
 
 def convert(prep, src, dst, recipe, copies, online=None):
-    """prep convert; on a prep without split recipes the online part is written into the manifest."""
+    """prep convert with ``recipe``, split at '|' before ``online`` when given."""
     shutil.rmtree(dst, ignore_errors=True)
-    cmd = [prep, "convert", src, dst, "--seed", "1", "--copies", str(copies)]
     full = recipe if online is None else f"{recipe} | {online}"
-    p = subprocess.run(cmd + ["--recipe", full], capture_output=True, text=True)
-    if p.returncode != 0 and online is not None:
-        shutil.rmtree(dst, ignore_errors=True)
-        p = subprocess.run(cmd + ["--recipe", recipe], capture_output=True, text=True)
-        if p.returncode == 0:
-            path = os.path.join(dst, "manifest.json")
-            m = json.load(open(path))
-            m["online_recipe"], m["format_version"] = online, 3
-            json.dump(m, open(path, "w"))
-            print(f"({prep} has no split recipe: online_recipe written into {path})")
+    p = subprocess.run([prep, "convert", src, dst, "--seed", "1", "--copies", str(copies), "--recipe", full],
+                       capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"prep convert {src} failed:\n{p.stderr}")
     for name in os.listdir(dst):  # page cache warm

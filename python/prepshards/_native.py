@@ -54,14 +54,13 @@ def path(c=3):
     return _lib.prep_window_path(c).decode() if _lib is not None else "numpy"
 
 
-def copy_window(dst, dst_ptr, src, src_ptr, x0, fy, fx):
-    """dst = src[:, x0:x0+w] mirrored as drawn; dst packed, src rows strided (uint8 views of
-    known addresses, so that numpy's per-call ``.ctypes`` cost is paid once a batch)."""
+def copy_window(dst, src, x0, fy, fx):
+    """dst = src[:, x0:x0+w] mirrored as drawn; dst packed, src rows strided."""
     h, w = dst.shape[:2]
     c = dst.itemsize
     for n in dst.shape[2:]:
         c *= n
-    _lib.prep_copy_window(dst_ptr, src_ptr, src.strides[0], h, w, c, x0, fy, fx)
+    _lib.prep_copy_window(dst.ctypes.data, src.ctypes.data, src.strides[0], h, w, c, x0, fy, fx)
 
 
 def read_windows(fds, offs, stride, dst, pos, h, w, c, x0, fy, fx, scratch):

@@ -377,7 +377,7 @@ def copy_window(dst, rows, x0, fy, fx):
     w = dst.shape[1]
     if (_native.available() and dst.flags.c_contiguous and rows.dtype == dst.dtype
             and rows.shape[2:] == dst.shape[2:] and rows[0].flags.c_contiguous):
-        _native.copy_window(dst, dst.ctypes.data, rows, rows.ctypes.data, x0, fy, fx)
+        _native.copy_window(dst, rows, x0, fy, fx)
         return
     src = rows[:, x0:x0 + w]
     if fy:
