@@ -127,7 +127,6 @@ func TestDecodeOptions(t *testing.T) {
 func pilReference(t *testing.T, files []string) map[string]*image.NRGBA {
 	t.Helper()
 	py := testenv.NeedPython(t, "PIL", "numpy")
-	dir := t.TempDir()
 	const script = `
 import json, sys
 import numpy as np
@@ -144,6 +143,15 @@ for i, path in enumerate(sys.argv[2:]):
     res[path] = [raw, im.size[0], im.size[1]]
 json.dump(res, sys.stdout)
 `
+	return runPillow(t, py, script, files)
+}
+
+// runPillow runs a Pillow reference script (argv: a folder, then the
+// files; it writes each file's raw RGBA pixels there and prints
+// {path: [raw file, width, height]}) and reads its images back.
+func runPillow(t *testing.T, py, script string, files []string) map[string]*image.NRGBA {
+	t.Helper()
+	dir := t.TempDir()
 	cmd := exec.Command(py, append([]string{"-c", script, dir}, files...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

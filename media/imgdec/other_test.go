@@ -2,7 +2,6 @@ package imgdec
 
 import (
 	"bytes"
-	"encoding/json"
 	"image"
 	"image/color"
 	"image/gif"
@@ -267,7 +266,6 @@ func TestOtherFormatsRefuse(t *testing.T) {
 func pilUpright(t *testing.T, files []string) map[string]*image.NRGBA {
 	t.Helper()
 	py := testenv.NeedPython(t, "PIL", "numpy")
-	dir := t.TempDir()
 	const script = `
 import json, sys
 import numpy as np
@@ -286,25 +284,7 @@ for i, path in enumerate(sys.argv[2:]):
     res[path] = [raw, im.size[0], im.size[1]]
 json.dump(res, sys.stdout)
 `
-	cmd := exec.Command(py, append([]string{"-c", script, dir}, files...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("python3 reference: %v\n%s", err, stderr.String())
-	}
-	var res map[string][3]any
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatal(err)
-	}
-	refs := map[string]*image.NRGBA{}
-	for path, r := range res {
-		w, h := int(r[1].(float64)), int(r[2].(float64))
-		m := image.NewNRGBA(image.Rect(0, 0, w, h))
-		m.Pix = readFile(t, r[0].(string))
-		refs[path] = m
-	}
-	return refs
+	return runPillow(t, py, script, files)
 }
 
 // FuzzOtherFormats feeds the GIF, BMP, TIFF, WebP and PNM decoders
