@@ -47,16 +47,27 @@ func (o *Opener) openGCSSink(ctx context.Context, uri string) (*GCSSink, error) 
 		return nil, err
 	}
 	g.dest = true
-	if err := os.MkdirAll(o.staging(), 0o755); err != nil {
-		return nil, fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
+	dir, err := o.stagingDir(uri, "gs://"+b+"/"+prefix)
+	if err != nil {
+		return nil, err
 	}
-	stage := stagingPrefix("gs://" + b + "/" + prefix)
+	return &GCSSink{g: g, ctx: ctx, uploads: newUploads(dir, o.uploads())}, nil
+}
+
+// stagingDir makes this run's staging folder for the destination at canon
+// (its scheme://bucket/prefix), after removing the stale folders of runs
+// that died.
+func (o *Opener) stagingDir(uri, canon string) (string, error) {
+	if err := os.MkdirAll(o.staging(), 0o755); err != nil {
+		return "", fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
+	}
+	stage := stagingPrefix(canon)
 	removeStaleStaging(o.staging(), stage)
 	dir, err := os.MkdirTemp(o.staging(), stage+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
-		return nil, fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
+		return "", fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
 	}
-	return &GCSSink{g: g, ctx: ctx, uploads: newUploads(dir, o.uploads())}, nil
+	return dir, nil
 }
 
 // stagingPrefix begins the name of every staging folder of a run into

@@ -12,7 +12,6 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,14 +46,9 @@ func (o *Opener) openS3Sink(ctx context.Context, uri string) (*S3Sink, error) {
 		return nil, err
 	}
 	s.dest = true
-	if err := os.MkdirAll(o.staging(), 0o755); err != nil {
-		return nil, fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
-	}
-	stage := stagingPrefix("s3://" + b + "/" + prefix)
-	removeStaleStaging(o.staging(), stage)
-	dir, err := os.MkdirTemp(o.staging(), stage+strconv.Itoa(os.Getpid())+"-")
+	dir, err := o.stagingDir(uri, "s3://"+b+"/"+prefix)
 	if err != nil {
-		return nil, fmt.Errorf("staging folder for %s: %w (set PREP_STAGING to a writable folder)", uri, err)
+		return nil, err
 	}
 	return &S3Sink{s: s, ctx: ctx, uploads: newUploads(dir, o.uploads())}, nil
 }
