@@ -64,6 +64,9 @@ type fastPath struct{ name, what string }
 func (f fastPaths) lines() []fastPath {
 	jpeg, png, flac := "libjpeg-turbo, with DCT scaling (cgo)", "libpng, 8-bit RGB/RGBA/grey inflated by libdeflate (cgo)", "libFLAC (cgo)"
 	mp3 := "libmpg123, gapless (cgo)"
+	if imgdec.PNGSIMD() {
+		png += "; Paeth rows in SSE4.1"
+	}
 	if own, why := imgdec.OwnEntropy(); own {
 		jpeg += "; prep's entropy decoders"
 	} else if f.decoders {

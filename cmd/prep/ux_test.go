@@ -36,21 +36,29 @@ func execute(t *testing.T, args ...string) (string, string, error) {
 	return stdout.String(), stderr.String(), err
 }
 
-// cpuInfoSIMD reads the widest SIMD prep can use from /proc/cpuinfo, a
-// source apart from the one prep uses (CPUID).
-func cpuInfoSIMD(t *testing.T) string {
+// cpuFlags reads the CPU's flags from /proc/cpuinfo, a source apart from
+// the one prep uses (CPUID).
+func cpuFlags(t *testing.T) []string {
 	t.Helper()
 	data, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		testenv.Need(t, "/proc/cpuinfo ("+err.Error()+")", "mount proc on /proc")
 	}
-	var flags []string
 	for _, line := range strings.Split(string(data), "\n") {
 		if name, val, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "flags" {
-			flags = strings.Fields(val)
-			break
+			return strings.Fields(val)
 		}
 	}
+	return nil
+}
+
+// cpuFlag reports whether /proc/cpuinfo lists flag.
+func cpuFlag(t *testing.T, flag string) bool { return slices.Contains(cpuFlags(t), flag) }
+
+// cpuInfoSIMD reads the widest SIMD prep can use from /proc/cpuinfo.
+func cpuInfoSIMD(t *testing.T) string {
+	t.Helper()
+	flags := cpuFlags(t)
 	has := func(names ...string) bool {
 		for _, n := range names {
 			if !slices.Contains(flags, n) {
@@ -95,7 +103,11 @@ func checkVersion(t *testing.T, out, wantSIMD string) {
 		t.Errorf("simd line %q, want it to start %q", lines[1], wantSIMD)
 	}
 	// Every build that runs convert has cgo: formats/hdf5 needs it.
-	for i, want := range []string{"jpeg:  libjpeg-turbo, with DCT scaling (cgo); prep's entropy decoders", "png:   libpng, 8-bit RGB/RGBA/grey inflated by libdeflate (cgo)", "webp:  libwebp (cgo)",
+	png := "png:   libpng, 8-bit RGB/RGBA/grey inflated by libdeflate (cgo)"
+	if cpuFlag(t, "sse4_1") {
+		png += "; Paeth rows in SSE4.1"
+	}
+	for i, want := range []string{"jpeg:  libjpeg-turbo, with DCT scaling (cgo); prep's entropy decoders", png, "webp:  libwebp (cgo)",
 		"other: GIF, BMP, TIFF, PNM (Go); AVIF, HEIF, JPEG XL: not decoded (convert them first)", "flac:  libFLAC (cgo)",
 		"mp3:   libmpg123, gapless (cgo)"} {
 		if lines[2+i] != want {

@@ -151,6 +151,22 @@ func decodeLibpng(data []byte, cfg image.Config) (*image.NRGBA, error) {
 // pngScratch holds prep_png_fast's inflated rows between decodes.
 var pngScratch = sync.Pool{New: func() any { return new([]byte) }}
 
+// The unfiltering's SIMD loop, where the CPU has it.
+var pngSIMD = C.prep_png_use_simd(-1) != 0
+
+// PNGSIMD reports whether prep_png_fast undoes the Paeth filter with
+// SSE4.1 on this machine.
+func PNGSIMD() bool { return pngSIMD }
+
+// usePNGSIMD turns the SIMD unfiltering on or off (where the CPU has it),
+// for tests comparing the two; it returns whether it is on.
+func usePNGSIMD(on bool) bool {
+	if !on {
+		return C.prep_png_use_simd(0) != 0
+	}
+	return C.prep_png_use_simd(-1) != 0
+}
+
 // pngFast decodes data into img with prep_png_fast (libdeflate), when data
 // is a PNG it takes; false leaves img to libpng.
 func pngFast(data []byte, img *image.NRGBA) bool {

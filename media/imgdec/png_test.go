@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/prep-dev/prep/internal/testenv"
+	"golang.org/x/sys/cpu"
 )
 
 // pngSpec describes a PNG for TestPNGDecodersAgree to write: every color
@@ -348,25 +349,29 @@ func TestPNGFast(t *testing.T) {
 		{"palette", pngSpec{w: 37, h: 9, ctype: 3, depth: 8}, false},
 		{"too much data", pngSpec{w: 37, h: 9, ctype: 2, depth: 8, extra: 1}, false},
 	}
-	for i, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			data := c.spec.encode(uint64(100 + i))
-			img := newNRGBA(c.spec.w, c.spec.h)
-			defer Release(img)
-			fast := pngFast(data, img)
-			if fast != c.fast {
-				t.Fatalf("prep_png_fast took it: %v, want %v", fast, c.fast)
-			}
-			want, _, werr := Decode(data, Options{Decoder: DecoderGo})
-			got, _, gerr := Decode(data, Options{Decoder: DecoderTurbo})
-			if (werr == nil) != (gerr == nil) || werr == nil && !bytes.Equal(got.Pix, want.Pix) {
-				t.Fatalf("turbo: %v; image/png: %v; same pixels: %v", gerr, werr, werr == nil && gerr == nil && bytes.Equal(got.Pix, want.Pix))
-			}
-			if fast && !bytes.Equal(img.Pix, want.Pix) {
-				t.Errorf("prep_png_fast\n% x\nimage/png\n% x", img.Pix, want.Pix)
-			}
-		})
+	for _, simd := range pngSIMDModes(t) {
+		for i, c := range cases {
+			t.Run(fmt.Sprintf("%s/simd=%v", c.name, simd), func(t *testing.T) {
+				usePNGSIMD(simd)
+				data := c.spec.encode(uint64(100 + i))
+				img := newNRGBA(c.spec.w, c.spec.h)
+				defer Release(img)
+				fast := pngFast(data, img)
+				if fast != c.fast {
+					t.Fatalf("prep_png_fast took it: %v, want %v", fast, c.fast)
+				}
+				want, _, werr := Decode(data, Options{Decoder: DecoderGo})
+				got, _, gerr := Decode(data, Options{Decoder: DecoderTurbo})
+				if (werr == nil) != (gerr == nil) || werr == nil && !bytes.Equal(got.Pix, want.Pix) {
+					t.Fatalf("turbo: %v; image/png: %v; same pixels: %v", gerr, werr, werr == nil && gerr == nil && bytes.Equal(got.Pix, want.Pix))
+				}
+				if fast && !bytes.Equal(img.Pix, want.Pix) {
+					t.Errorf("prep_png_fast\n% x\nimage/png\n% x", img.Pix, want.Pix)
+				}
+			})
+		}
 	}
+	usePNGSIMD(true)
 	// Damage the RGB file: a byte of the IDAT changed, its CRC left
 	// (refused by the CRC) or made right (refused by the zlib stream or
 	// its Adler-32): never taken, and the decoders still agree.
@@ -391,6 +396,18 @@ func TestPNGFast(t *testing.T) {
 			t.Errorf("damaged IDAT (CRC fixed: %v): turbo %v, image/png %v", fixCRC, gerr, werr)
 		}
 	}
+}
+
+// pngSIMDModes lists the unfiltering loops to test: the scalar one, and
+// the SIMD one where this CPU has SSE4.1.
+func pngSIMDModes(t *testing.T) []bool {
+	if !usePNGSIMD(true) {
+		if cpu.X86.HasSSE41 {
+			t.Fatal("the CPU has SSE4.1, but prep_png_fast does not use it")
+		}
+		return []bool{false}
+	}
+	return []bool{true, false}
 }
 
 // TestPNGFastPhotos re-encodes real photos with image/png (whose encoder
@@ -428,13 +445,17 @@ func TestPNGFastPhotos(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			img := newNRGBA(want.Rect.Dx(), want.Rect.Dy())
-			if !pngFast(buf.Bytes(), img) {
-				t.Errorf("%s as %s: not taken", name, kind)
-			} else if !bytes.Equal(img.Pix, want.Pix) {
-				t.Errorf("%s as %s: prep_png_fast's pixels differ from image/png's", name, kind)
+			for _, simd := range pngSIMDModes(t) {
+				usePNGSIMD(simd)
+				img := newNRGBA(want.Rect.Dx(), want.Rect.Dy())
+				if !pngFast(buf.Bytes(), img) {
+					t.Errorf("%s as %s (SIMD %v): not taken", name, kind, simd)
+				} else if !bytes.Equal(img.Pix, want.Pix) {
+					t.Errorf("%s as %s (SIMD %v): prep_png_fast's pixels differ from image/png's", name, kind, simd)
+				}
+				Release(img)
 			}
-			Release(img)
+			usePNGSIMD(true)
 			Release(want)
 		}
 		Release(src)

@@ -26,6 +26,12 @@ func decodeLibpng(data []byte, cfg image.Config) (*image.NRGBA, error) {
 // pngFast is prep_png_fast (libdeflate), which needs cgo.
 func pngFast(data []byte, img *image.NRGBA) bool { return false }
 
+// PNGSIMD: no SIMD unfiltering without cgo.
+func PNGSIMD() bool { return false }
+
+// usePNGSIMD: no SIMD unfiltering without cgo.
+func usePNGSIMD(on bool) bool { return false }
+
 // OwnEntropy reports whether this build decodes JPEG scans with prep's
 // entropy decoders: never without cgo.
 func OwnEntropy() (bool, string) { return false, "off (built without cgo)" }
