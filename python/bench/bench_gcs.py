@@ -2,7 +2,7 @@
 """Sequential read speed from gs:// (fake-gcs-server with added latency) against the same shards on disk.
 
     bin/prep convert testdata/images /tmp/b --recipe resize=256,crop=224 --copies 400 --shard-size 16MiB
-    /usr/bin/python3 python/bench/bench_gcs.py /tmp/b [--delay 20ms] [--json]
+    /usr/bin/python3 python/bench/bench_gcs.py /tmp/b [--delay 20ms] [--rounds 3] [--json]
 
 Starts python/tests/gcsserver (built with `go build` into --server's path
 when missing) serving DIR as gs://b/d, every request delayed by --delay
@@ -36,13 +36,21 @@ import prepshards as ps  # noqa: E402
 
 
 def epoch(make):
-    """Samples/s of one full pass (the first item's wait included: that is what a cold start costs)."""
-    t0 = time.perf_counter()
+    """Samples/s of one full pass (the first item's wait included: that is what a cold start
+    costs), and this process's CPU seconds (user + system) in it."""
+    c0, t0 = os.times(), time.perf_counter()
     n = 0
     for item in make():
         n += len(item[1]) if hasattr(item[1], "__len__") else 1
-    dt = time.perf_counter() - t0
-    return {"samples": n, "seconds": round(dt, 3), "samples_per_s": round(n / dt, 1)}
+    dt, c1 = time.perf_counter() - t0, os.times()
+    return {"samples": n, "seconds": round(dt, 3), "samples_per_s": round(n / dt, 1),
+            "cpu_s": round(c1.user + c1.system - c0.user - c0.system, 3)}
+
+
+def median_run(runs):
+    """The run with the median rate, and every run's rate."""
+    ranked = sorted(runs, key=lambda r: r["samples_per_s"])
+    return dict(ranked[(len(ranked) - 1) // 2], runs=[r["samples_per_s"] for r in runs])
 
 
 def evict(ds):
@@ -63,6 +71,8 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--delay", default="20ms")
     ap.add_argument("--server", default=os.path.join(REPO, "bin", "gcsserver"))
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="times each case runs, the cases alternating; the medians are reported")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if not os.path.exists(a.server):
@@ -79,30 +89,46 @@ def main():
             with open(s["path"], "rb") as f:
                 while f.read(16 << 20):
                     pass
-        out = {"delay": a.delay, "samples": len(local), "bytes": sum(s["bytes"] for s in local.manifest.shards)}
-        for name, make in (("stream", lambda p: lambda: ps.ShardStream(p, seed=1)),
-                           ("batch", lambda p: lambda: ps.BatchReader(p, 256))):
-            evict(local)  # a first epoch from the disk, as the first epoch from gs:// is
-            loc_cold = epoch(make(a.dir))
-            loc = epoch(make(a.dir))
-            shutil.rmtree(cache, ignore_errors=True)  # cold: every chunk comes from the server
-            rem = epoch(make("gs://b/d"))
-            warm = epoch(make("gs://b/d"))  # a second epoch, from the filled cache
+        out = {"delay": a.delay, "samples": len(local), "bytes": sum(s["bytes"] for s in local.manifest.shards),
+               "rounds": a.rounds}
+        readers = (("stream", lambda p: lambda: ps.ShardStream(p, seed=1)),
+                   ("batch", lambda p: lambda: ps.BatchReader(p, 256)))
+        runs = {(name, case): [] for name, _ in readers for case in ("local_cold", "local", "gcs", "gcs_warm")}
+        # The rounds alternate the cases: this VM's memory state (pages the host
+        # took back, see docs) moves first epochs by 2x from one minute to the next.
+        for _ in range(a.rounds):
+            for name, make in readers:
+                evict(local)  # a first epoch from the disk, as the first epoch from gs:// is
+                runs[name, "local_cold"].append(epoch(make(a.dir)))
+                runs[name, "local"].append(epoch(make(a.dir)))
+                shutil.rmtree(cache, ignore_errors=True)  # cold: every chunk comes from the server
+                runs[name, "gcs"].append(epoch(make("gs://b/d")))
+                runs[name, "gcs_warm"].append(epoch(make("gs://b/d")))  # a second epoch, from the filled cache
+        for name, _ in readers:
+            loc, rem, loc_cold, warm = (median_run(runs[name, c]) for c in ("local", "gcs", "local_cold", "gcs_warm"))
             out[name] = {"local": loc, "gcs": rem, "ratio": round(rem["samples_per_s"] / loc["samples_per_s"], 3),
                          "local_cold": loc_cold,
                          "ratio_cold": round(rem["samples_per_s"] / loc_cold["samples_per_s"], 3),
-                         "gcs_warm": warm, "ratio_warm": round(warm["samples_per_s"] / loc["samples_per_s"], 3)}
+                         "gcs_warm": warm, "ratio_warm": round(warm["samples_per_s"] / loc["samples_per_s"], 3),
+                         # per round: a first epoch from gs:// against the local one just before it
+                         "ratio_cold_rounds": [round(g["samples_per_s"] / c["samples_per_s"], 3) for g, c in
+                                               zip(runs[name, "gcs"], runs[name, "local_cold"])]}
         if a.json:
             print(json.dumps(out, indent=1))
         else:
-            print(f"{out['samples']} samples, {out['bytes'] / 1e6:.0f} MB, {a.delay} per request")
+            print(f"{out['samples']} samples, {out['bytes'] / 1e6:.0f} MB, {a.delay} per request; "
+                  f"medians of {a.rounds} rounds (samples/s, the process's CPU s in the median epoch)")
             for name in ("stream", "batch"):
                 r = out[name]
-                print(f"  {name:6s} local {r['local']['samples_per_s']:>9.0f}/s  gs:// cold "
-                      f"{r['gcs']['samples_per_s']:>9.0f}/s (ratio {r['ratio']:.2f})  warm cache "
-                      f"{r['gcs_warm']['samples_per_s']:>9.0f}/s (ratio {r['ratio_warm']:.2f})")
-                print(f"  {'':6s} first epochs: local from the disk {r['local_cold']['samples_per_s']:>9.0f}/s, "
-                      f"gs:// cold / local cold {r['ratio_cold']:.2f}")
+                print(f"  {name:6s} local {r['local']['samples_per_s']:>9.0f}/s ({r['local']['cpu_s']:.2f} s)  "
+                      f"gs:// cold {r['gcs']['samples_per_s']:>9.0f}/s ({r['gcs']['cpu_s']:.2f} s, ratio "
+                      f"{r['ratio']:.2f})  warm cache {r['gcs_warm']['samples_per_s']:>9.0f}/s "
+                      f"({r['gcs_warm']['cpu_s']:.2f} s, ratio {r['ratio_warm']:.2f})")
+                print(f"  {'':6s} first epochs: local from the disk {r['local_cold']['samples_per_s']:>9.0f}/s "
+                      f"({r['local_cold']['cpu_s']:.2f} s), gs:// cold / local cold {r['ratio_cold']:.2f} "
+                      f"(rounds: {', '.join(f'{x:.2f}' for x in r['ratio_cold_rounds'])}; gs:// "
+                      f"{', '.join(f'{x:.0f}' for x in r['gcs']['runs'])}/s, local "
+                      f"{', '.join(f'{x:.0f}' for x in r['local_cold']['runs'])}/s)")
     finally:
         srv.kill()
         shutil.rmtree(cache, ignore_errors=True)

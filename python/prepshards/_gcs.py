@@ -322,6 +322,52 @@ def read_object(url):
         raise FileNotFoundError(url) from None
 
 
+def _folder(url):
+    """(bucket, the prefix of the folder holding url's object)."""
+    bucket, name = split(url)
+    return bucket, name.rsplit("/", 1)[0] + "/" if "/" in name else ""
+
+
+# (pid, manifest URL) -> (time, listing): the folder's listing taken while
+# its manifest was read, for the RemoteFiles made next from that manifest.
+_early = {}
+_EARLY_FOR = 5.0  # seconds a listing taken beside the manifest stands in for a fresh one
+
+
+def read_manifest(url):
+    """The manifest's bytes, its folder listed at the same time: a reader's first
+    two requests (the manifest, then the shards' sizes and generations) cost one
+    round trip instead of two. A failed listing is left for RemoteFiles to redo
+    and report."""
+    bucket, prefix = _folder(url)
+    box = {}
+
+    def lst():
+        try:
+            box["objs"] = client().list(bucket, prefix)
+        except Exception:  # noqa: BLE001 — RemoteFiles lists again and says what failed
+            pass
+
+    t = threading.Thread(target=lst, name="prepshards-gcs-list", daemon=True)
+    t.start()
+    try:
+        data = read_object(url)
+    finally:
+        t.join()
+    if "objs" in box:
+        _early[(os.getpid(), url)] = (time.monotonic(), box["objs"])
+    return data
+
+
+def _listing(url):
+    """The objects in url's folder: the listing taken beside the manifest when it is
+    at most _EARLY_FOR seconds old (used once), else a new one."""
+    early = _early.pop((os.getpid(), url), None)
+    if early is not None and time.monotonic() - early[0] <= _EARLY_FOR:
+        return early[1]
+    return client().list(*_folder(url))
+
+
 class Cache:
     """Chunk files under a folder, capped in size, least recently used evicted.
 
@@ -413,13 +459,11 @@ class RemoteFiles:
 
     # -- identity -------------------------------------------------------------
 
-    def _listing(self):
-        bucket, mname = split(self._manifest_path)
-        prefix = mname.rsplit("/", 1)[0] + "/" if "/" in mname else ""
-        return bucket, client().list(bucket, prefix)
-
     def _check(self, record):
-        bucket, objs = self._listing()
+        if record:  # the first look, just after the manifest: the listing taken beside it does
+            objs = _listing(self._manifest_path)
+        else:
+            objs = client().list(*_folder(self._manifest_path))
         for k, s in enumerate(self._shards):
             _, name = split(s["path"])
             got = objs.get(name)

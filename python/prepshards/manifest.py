@@ -187,7 +187,7 @@ class Manifest:
             if self.path.startswith("gs://"):
                 from . import _gcs  # noqa: PLC0415
                 try:
-                    raw = json.loads(_gcs.read_object(self.path))
+                    raw = json.loads(_gcs.read_manifest(self.path))
                 except FileNotFoundError:
                     raise ManifestNotFoundError(
                         f"{self.path}: no such manifest; point prepshards at the DST of a finished "

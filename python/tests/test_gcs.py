@@ -135,3 +135,23 @@ def test_dataloader_workers_and_replaced_object(shards, serve):
     with pytest.raises(ps.ShardChangedError, match=f"gs://b/png/{name}: the shards changed under the reader"):
         list(s)
     assert torch is not None
+
+
+def test_listing_beside_the_manifest_used_once_and_fresh(shards, serve, monkeypatch):
+    """A reader lists its shards while it reads the manifest (one round trip, not two): that
+    listing records the shards' identity at the start, once, and only while it is fresh;
+    every later check lists anew."""
+    from prepshards import _gcs
+    serve({"h5": shards["img_h5"]})
+    calls = []
+    orig = _gcs.Client.list
+    monkeypatch.setattr(_gcs.Client, "list", lambda self, b, p: calls.append(p) or orig(self, b, p))
+    ds = ps.ShardDataset("gs://b/h5")
+    assert calls == ["h5/"], "one listing, taken beside the manifest"
+    ds.check_unchanged()
+    assert calls == ["h5/", "h5/"], "a later check lists again"
+    assert not _gcs._early, "the early listing was used up"
+    monkeypatch.setattr(_gcs, "_EARLY_FOR", -1.0)  # too old by the time the shards are looked at
+    calls.clear()
+    ps.ShardDataset("gs://b/h5")
+    assert calls == ["h5/", "h5/"], "a stale early listing is not used"
