@@ -71,6 +71,9 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--delay", default="20ms")
     ap.add_argument("--server", default=os.path.join(REPO, "bin", "gcsserver"))
+    ap.add_argument("--cache-dir", default=None,
+                    help="where the chunk cache goes (default: a new folder in the temp dir; "
+                    "/dev/shm puts it in memory, sparing the disk's write path)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="times each case runs, the cases alternating; the medians are reported")
     ap.add_argument("--json", action="store_true")
@@ -80,7 +83,7 @@ def main():
                        env=dict(os.environ, GOEXPERIMENT="simd"))
     srv = subprocess.Popen([a.server, "-dir", a.dir, "-bucket", "b", "-prefix", "d", "-delay", a.delay],
                            stdout=subprocess.PIPE, text=True)
-    cache = tempfile.mkdtemp(prefix="prepshards-bench-cache-")
+    cache = tempfile.mkdtemp(prefix="prepshards-bench-cache-", dir=a.cache_dir)
     try:
         os.environ["STORAGE_EMULATOR_HOST"] = srv.stdout.readline().strip()
         os.environ["PREPSHARDS_CACHE"] = cache
@@ -89,7 +92,7 @@ def main():
             with open(s["path"], "rb") as f:
                 while f.read(16 << 20):
                     pass
-        out = {"delay": a.delay, "samples": len(local), "bytes": sum(s["bytes"] for s in local.manifest.shards),
+        out = {"delay": a.delay, "cache": cache, "samples": len(local), "bytes": sum(s["bytes"] for s in local.manifest.shards),
                "rounds": a.rounds}
         readers = (("stream", lambda p: lambda: ps.ShardStream(p, seed=1)),
                    ("batch", lambda p: lambda: ps.BatchReader(p, 256)))
@@ -116,7 +119,8 @@ def main():
         if a.json:
             print(json.dumps(out, indent=1))
         else:
-            print(f"{out['samples']} samples, {out['bytes'] / 1e6:.0f} MB, {a.delay} per request; "
+            print(f"{out['samples']} samples, {out['bytes'] / 1e6:.0f} MB, {a.delay} per request, cache in "
+                  f"{os.path.dirname(cache)}; "
                   f"medians of {a.rounds} rounds (samples/s, the process's CPU s in the median epoch)")
             for name in ("stream", "batch"):
                 r = out[name]
