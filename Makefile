@@ -8,8 +8,9 @@ export GOEXPERIMENT=simd
 BIN := bin/prep
 NATIVE := python/prepshards/_window.so
 APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
-            libjpeg62-turbo-dev libpng-dev libdeflate-dev libwebp-dev libflac-dev libmpg123-dev python3-h5py python3-pil python3-numpy \
-            python3-torch python3-torchvision python3-pytest ca-certificates qemu-user-static bash-completion python3-venv
+            libjpeg62-turbo-dev libpng-dev libdeflate-dev libwebp-dev libheif-dev libjxl-dev libflac-dev libmpg123-dev python3-h5py python3-pil python3-numpy \
+            python3-torch python3-torchvision python3-pytest ca-certificates qemu-user-static bash-completion python3-venv \
+            libheif-examples libjxl-tools
 # Debian's interpreter, with the python3-* packages above: the Python reader's
 # tests run on it (a python3 earlier on PATH may lack them).
 PYTHON := /usr/bin/python3
@@ -154,7 +155,7 @@ cross: deps
 # same pixels as libjpeg-turbo's NEON build, on well-formed and damaged
 # files. Not part of `make test`: it adds Debian's arm64 architecture and
 # a cross compiler to the machine (about 100 MB).
-CROSS_CGO_PKGS := gcc-aarch64-linux-gnu libc6-dev:arm64 libjpeg62-turbo-dev:arm64 libpng-dev:arm64 libdeflate-dev:arm64 libwebp-dev:arm64
+CROSS_CGO_PKGS := gcc-aarch64-linux-gnu libc6-dev:arm64 libjpeg62-turbo-dev:arm64 libpng-dev:arm64 libdeflate-dev:arm64 libwebp-dev:arm64 libheif-dev:arm64 libjxl-dev:arm64
 cross-cgo: deps
 	@dpkg --print-foreign-architectures | grep -qx arm64 || $(SUDO) dpkg --add-architecture arm64
 	$(call apt_install,$(CROSS_CGO_PKGS))

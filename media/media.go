@@ -36,9 +36,11 @@ var kinds = []struct {
 	exts  []string
 	flags []string
 }{
-	// torchvision's IMG_EXTENSIONS and .gif: the extension picks the
-	// files, the content the decoder.
-	{Image, "image", []string{".jpg", ".jpeg", ".png", ".ppm", ".pgm", ".pbm", ".bmp", ".tif", ".tiff", ".webp", ".gif"}, nil},
+	// torchvision's IMG_EXTENSIONS, and .gif, .heic, .heif, .avif and
+	// .jxl, which ImageFolder leaves out: the extension picks the files,
+	// the content the decoder.
+	{Image, "image", []string{".jpg", ".jpeg", ".png", ".ppm", ".pgm", ".pbm", ".bmp", ".tif", ".tiff", ".webp", ".gif",
+		".heic", ".heif", ".avif", ".jxl"}, nil},
 	{Array, "array", []string{".npy", ".npz"}, []string{"split-axis"}},
 	{Video, "video", []string{".mp4", ".mkv", ".webm", ".avi", ".mov"}, []string{"fps", "every", "clip", "max-frames"}},
 	{Audio, "audio", []string{".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a"}, []string{"rate", "channels", "duration", "sample-format"}},

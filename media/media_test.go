@@ -12,14 +12,14 @@ func TestKindOf(t *testing.T) {
 		key  string
 		kind Kind
 	}{
-		{"cat/1.JPG", Image}, {"a.webp", Image}, {"a.gif", Image}, {"x.npz", Array}, {"clip.MOV", Video},
+		{"cat/1.JPG", Image}, {"a.webp", Image}, {"a.gif", Image}, {"IMG_1.HEIC", Image}, {"a.avif", Image}, {"a.jxl", Image}, {"x.npz", Array}, {"clip.MOV", Video},
 		{"song.m4a", Audio}, {"voice.mp3", Audio}, {"README", None}, {"layers.psd", None}, {"a.jpg.txt", None},
 	} {
 		if got := KindOf(tt.key); got != tt.kind {
 			t.Errorf("KindOf(%q) = %s, want %s", tt.key, got, tt.kind)
 		}
 	}
-	if got := Exts(); len(got) != 24 || got[0] != ".jpg" || !slices.Contains(got, ".opus") {
+	if got := Exts(); len(got) != 28 || got[0] != ".jpg" || !slices.Contains(got, ".opus") {
 		t.Errorf("Exts() = %q", got)
 	}
 	if got := Video.Flags(); !slices.Equal(got, []string{"fps", "every", "clip", "max-frames"}) {

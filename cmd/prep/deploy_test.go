@@ -282,7 +282,7 @@ func TestDeployRejects(t *testing.T) {
 			[]edit{{"--io-workers 64", "--io-worker 64"}},
 			[]string{"deploy/slurm.sbatch: array task 0", "unknown flag: --io-worker"}},
 		{"no ffmpeg", "Dockerfile",
-			[]edit{{"libflac12 ffmpeg", "libflac12"}},
+			[]edit{{"libjxl0.7 ffmpeg", "libjxl0.7"}},
 			[]string{"Dockerfile", "runtime stage", "ffmpeg"}},
 		{"no libFLAC at run time", "Dockerfile",
 			[]edit{{" libflac12 ", " "}},

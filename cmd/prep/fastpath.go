@@ -79,6 +79,7 @@ func (f fastPaths) lines() []fastPath {
 		mp3 = "ffmpeg, a process per file: built without cgo (rebuild: make install)"
 	}
 	return []fastPath{{"simd", f.simd()}, {"jpeg", jpeg}, {"png", png}, {"webp", imgdec.WebPDecoder()},
+		{"heif", imgdec.HEIFDecoder()}, {"jxl", imgdec.JXLDecoder()},
 		{"other", imgdec.OtherFormats}, {"flac", flac}, {"mp3", mp3}}
 }
 

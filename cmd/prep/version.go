@@ -16,10 +16,11 @@ func newVersionCmd() *cobra.Command {
 		Long: `version prints prep's version, then which fast paths this binary runs on
 this machine: the SIMD loops (built with GOEXPERIMENT=simd for amd64, on a
 CPU with AVX-512 or AVX2; scalar otherwise, with the same output) and the
-libjpeg-turbo, libpng and libwebp decoders (built with cgo), the image
-formats decoded in Go or not at all, and the audio decoders that run in
-process (libFLAC and libmpg123, built with cgo). A build that leaves one
-out says so, and how to rebuild (make install).`,
+libjpeg-turbo, libpng and libwebp decoders (built with cgo), libheif
+(HEIC, AVIF) and libjxl (JPEG XL), which prep opens at run time where they
+are installed, the image formats decoded in Go, and the audio decoders
+that run in process (libFLAC and libmpg123, built with cgo). A build or
+machine that lacks one says so, and how to get it.`,
 		Example: "  prep version",
 		Args:    positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -85,7 +85,7 @@ func WebPDecoder() string { return webpDecoderName }
 
 // OtherFormats names the formats decoded in Go in every build, and those
 // no build decodes yet, for prep version.
-const OtherFormats = "GIF, BMP, TIFF, PNM (Go); AVIF, HEIF, JPEG XL: not decoded (convert them first)"
+const OtherFormats = "GIF, BMP, TIFF, PNM (Go)"
 
 // Decode decodes an image file (JPEG, PNG, or another format of other.go)
 // into an upright *image.NRGBA. Alpha is
@@ -311,25 +311,26 @@ func sniff(data []byte) (string, error) {
 		return "pnm", nil
 	}
 	if kind := isobmffKind(data); kind != "" {
-		return "", fmt.Errorf("unsupported image format (%s): this build of prep does not decode it; convert it to PNG or JPEG first", kind)
+		return kind, nil
 	}
 	if bytes.HasPrefix(data, []byte{0xFF, 0x0A}) || bytes.HasPrefix(data, []byte("\x00\x00\x00\x0cJXL \r\n\x87\n")) {
-		return "", errors.New("unsupported image format (JPEG XL): this build of prep does not decode it; convert it to PNG or JPEG first")
+		return "jxl", nil
 	}
 	kind := http.DetectContentType(data)
-	return "", fmt.Errorf("not an image prep decodes (%d bytes, content looks like %s): prep reads JPEG, PNG, GIF, BMP, TIFF, WebP and PNM by their content", len(data), kind)
+	return "", fmt.Errorf("not an image prep decodes (%d bytes, content looks like %s): prep reads JPEG, PNG, GIF, BMP, TIFF, WebP, PNM, HEIF, AVIF and JPEG XL by their content", len(data), kind)
 }
 
-// isobmffKind names an AVIF or HEIF file from its ftyp box, or "".
+// isobmffKind names an AVIF ("avif") or HEIF ("heif") file from its ftyp
+// box, or "".
 func isobmffKind(data []byte) string {
 	if len(data) < 12 || string(data[4:8]) != "ftyp" {
 		return ""
 	}
 	switch string(data[8:12]) {
 	case "avif", "avis":
-		return "AVIF"
+		return "avif"
 	case "heic", "heix", "heim", "heis", "hevc", "hevx", "mif1", "msf1":
-		return "HEIF/HEIC"
+		return "heif"
 	}
 	return ""
 }

@@ -65,7 +65,7 @@ func TestDecodeEdge(t *testing.T) {
 		{file: "exif_7.jpg", w: 40, h: 64, orientation: 7, format: "jpeg"},
 		{file: "exif_8.jpg", w: 40, h: 64, orientation: 8, format: "jpeg"},
 		{file: "empty.jpg", err: "empty file (0 bytes)"},
-		{file: "text.jpg", err: "not an image prep decodes (55 bytes, content looks like text/plain; charset=utf-8): prep reads JPEG, PNG, GIF, BMP, TIFF, WebP and PNM by their content"},
+		{file: "text.jpg", err: "not an image prep decodes (55 bytes, content looks like text/plain; charset=utf-8): prep reads JPEG, PNG, GIF, BMP, TIFF, WebP, PNM, HEIF, AVIF and JPEG XL by their content"},
 		{file: "tiny.gif", w: 8, h: 8, orientation: 1, format: "gif"},
 		{file: "truncated.jpg", err: "truncated JPEG"},
 		{file: "truncated.png", err: "truncated PNG"},

@@ -8,7 +8,8 @@ import (
 	"strings"
 )
 
-// The formats besides JPEG and PNG: GIF, BMP, TIFF, WebP and PNM. Each
+// The formats besides JPEG and PNG: GIF, BMP, TIFF, WebP, PNM, HEIF, AVIF
+// and JPEG XL. Each
 // gives the RGB of Pillow's Image.open(f).convert("RGB") (the alpha, where
 // the file has one, is kept as for PNG), upright as ImageOps.exif_transpose
 // makes it, and only its first frame: multi-frame GIF, TIFF and WebP files
@@ -28,6 +29,11 @@ import (
 //   - BMP and PNM: small parsers here following Pillow's BmpImagePlugin and
 //     PpmImagePlugin (golang.org/x/image/bmp lacks 1-, 4- and 16-bit, RLE
 //     and bitfields files).
+//   - HEIF and AVIF: libheif, JPEG XL: libjxl (heif_cgo.go, jxl_cgo.go),
+//     loaded at run time so that prep runs where they are not installed.
+//     Pillow 9.4 (Debian 12) reads none of the three; their pixels are
+//     those of each library's own tool (heif-convert, djxl), with which
+//     the tests compare them.
 //   - TIFF: golang.org/x/image/tiff (none, LZW, Deflate, PackBits, CCITT;
 //     grey, palette, RGB, RGBA at 1–16 bits), exact against Pillow's
 //     libtiff on every layout the tests make; CMYK and JPEG-compressed TIFFs
@@ -60,6 +66,10 @@ var otherFormats = map[string]otherFormat{
 	"pnm":  {name: "PNM", size: pnmSize, decode: decodePNM},
 	"tiff": {name: "TIFF", size: tiffSize, decode: decodeTIFF, orientation: tiffFileOrientation},
 	"webp": {name: "WebP", size: webpSize, decode: decodeWebP, orientation: webpOrientation},
+	// libheif and libjxl rotate and mirror as the file says: no EXIF step.
+	"heif": {name: "HEIF", size: heifSizeOf("HEIF"), decode: decodeHEIFOf("HEIF")},
+	"avif": {name: "AVIF", size: heifSizeOf("AVIF"), decode: decodeHEIFOf("AVIF")},
+	"jxl":  {name: "JPEG XL", size: jxlSize, decode: decodeJXL},
 }
 
 func decodeOther(format string, data []byte, maxPixels int64, info Info) (*image.NRGBA, Info, error) {

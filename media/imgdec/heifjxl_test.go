@@ -1,0 +1,227 @@
+package imgdec
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prep-dev/prep/internal/testenv"
+)
+
+// heifJXLCase is a file made by a library's own encoder from a PNG.
+type heifJXLCase struct {
+	name   string
+	format string // Info.Format: heif, avif, jxl
+	src    string // the PNG's kind: rgb, rgba, grey
+	w, h   int
+	enc    []string // encoder and flags; IN and OUT are replaced
+	dec    []string // the library's decoder to PNG, the reference
+}
+
+// TestHEIFAVIFJXL encodes photo crops with libheif's and libjxl's own
+// tools, decodes them with prep and with the library's own decoder
+// (heif-convert, djxl) to PNG, and compares every pixel: prep reads them
+// as the library means them to be read, the colour conversion and the
+// alpha included. Pillow 9.4 (Debian 12) reads none of the three, so the
+// reference is the library's tool rather than Pillow.
+func TestHEIFAVIFJXL(t *testing.T) {
+	needTurbo(t) // cgo: libheif and libjxl are bound through it
+	heifEnc := testenv.NeedCommand(t, "heif-enc", "libheif-examples")
+	heifDec := testenv.NeedCommand(t, "heif-convert", "libheif-examples")
+	cjxl := testenv.NeedCommand(t, "cjxl", "libjxl-tools")
+	djxl := testenv.NeedCommand(t, "djxl", "libjxl-tools")
+	if err := heifLib(); err != nil {
+		testenv.Need(t, "libheif.so.1 ("+err.Error()+")", "apt install libheif1")
+	}
+	if err := jxlLib(); err != nil {
+		testenv.Need(t, "libjxl ("+err.Error()+")", "apt install libjxl0.7")
+	}
+	heif := []string{heifDec, "IN", "OUT"}
+	jxl := []string{djxl, "IN", "OUT"}
+	cases := []heifJXLCase{
+		{"HEIC RGB", "heif", "rgb", 96, 64, []string{heifEnc, "-q", "70", "IN", "-o", "OUT"}, heif},
+		{"HEIC odd size", "heif", "rgb", 37, 23, []string{heifEnc, "-q", "90", "IN", "-o", "OUT"}, heif},
+		{"HEIC with alpha", "heif", "rgba", 48, 40, []string{heifEnc, "-q", "70", "IN", "-o", "OUT"}, heif},
+		{"AVIF RGB", "avif", "rgb", 96, 64, []string{heifEnc, "-A", "-q", "60", "IN", "-o", "OUT"}, heif},
+		{"AVIF with alpha", "avif", "rgba", 33, 17, []string{heifEnc, "-A", "-q", "60", "IN", "-o", "OUT"}, heif},
+		{"JPEG XL lossy", "jxl", "rgb", 96, 64, []string{cjxl, "IN", "OUT", "-d", "1"}, jxl},
+		{"JPEG XL lossless", "jxl", "rgb", 37, 23, []string{cjxl, "IN", "OUT", "-d", "0"}, jxl},
+		{"JPEG XL grey", "jxl", "grey", 40, 30, []string{cjxl, "IN", "OUT", "-d", "0"}, jxl},
+		{"JPEG XL with alpha", "jxl", "rgba", 48, 40, []string{cjxl, "IN", "OUT", "-d", "0"}, jxl},
+	}
+	dir := t.TempDir()
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := filepath.Join(dir, fmt.Sprintf("%d.png", i))
+			writeCasePNG(t, in, c.src, c.w, c.h)
+			file := filepath.Join(dir, fmt.Sprintf("%d.%s", i, c.format))
+			run(t, c.enc, in, file)
+			ref := filepath.Join(dir, fmt.Sprintf("%d-ref.png", i))
+			run(t, c.dec, file, ref)
+			want := readPNG(t, ref)
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, info, err := Decode(data, Options{})
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			defer Release(got)
+			if info.Format != c.format || info.Width != c.w || info.Height != c.h {
+				t.Errorf("info %+v, want format %s, %dx%d", info, c.format, c.w, c.h)
+			}
+			if info.Opaque != (c.src != "rgba") {
+				t.Errorf("opaque = %v for a %s source", info.Opaque, c.src)
+			}
+			if got.Rect != want.Rect {
+				t.Fatalf("%v, reference %v", got.Rect, want.Rect)
+			}
+			for y := range c.h {
+				for x := range c.w {
+					g, w := got.NRGBAAt(x, y), want.NRGBAAt(x, y)
+					if c.src != "rgba" {
+						w.A = 255
+					}
+					if g != w {
+						t.Fatalf("pixel (%d,%d) = %v, the library's own decoder gives %v", x, y, g, w)
+					}
+				}
+			}
+			// Cut short or damaged: an error naming the format, never a panic.
+			name := map[string]string{"heif": "HEIF", "avif": "AVIF", "jxl": "JPEG XL"}[c.format]
+			for _, cut := range []int{len(data) / 2, len(data) - 1, 40} {
+				if _, _, err := Decode(data[:cut], Options{}); err == nil {
+					t.Errorf("cut to %d bytes: no error", cut)
+				} else if msg := err.Error(); !strings.HasPrefix(msg, "truncated "+name+": ") && !strings.HasPrefix(msg, "corrupt "+name+": ") {
+					t.Errorf("cut to %d bytes: %q, want truncated or corrupt %s", cut, msg, name)
+				}
+			}
+			// The size is checked against --max-pixels before decoding.
+			if _, _, err := Decode(data, Options{MaxPixels: int64(c.w*c.h - 1)}); err == nil || !strings.Contains(err.Error(), "max-pixels") {
+				t.Errorf("MaxPixels one short: err = %v", err)
+			}
+		})
+	}
+}
+
+// writeCasePNG writes a w×h crop of a test photo as an RGB, RGBA (alpha
+// varying) or grey PNG.
+func writeCasePNG(t *testing.T, path, kind string, w, h int) {
+	t.Helper()
+	photo, _, err := Decode(readTestdata(t, "everyday/coffee.png"), Options{Decoder: DecoderGo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Release(photo)
+	var m image.Image
+	switch kind {
+	case "grey":
+		g := image.NewGray(image.Rect(0, 0, w, h))
+		for y := range h {
+			for x := range w {
+				g.Set(x, y, photo.At(x+40, y+30))
+			}
+		}
+		m = g
+	default:
+		n := image.NewNRGBA(image.Rect(0, 0, w, h))
+		for y := range h {
+			for x := range w {
+				c := photo.NRGBAAt(x+40, y+30)
+				if kind == "rgba" {
+					c.A = uint8(255 - 4*x - y)
+				}
+				n.SetNRGBA(x, y, c)
+			}
+		}
+		m = n
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readTestdata(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "images", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// readPNG reads a reference PNG as 8-bit NRGBA (a 16-bit one by its high
+// byte).
+func readPNG(t *testing.T, path string) *image.NRGBA {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := image.NewNRGBA(m.Bounds())
+	for y := m.Bounds().Min.Y; y < m.Bounds().Max.Y; y++ {
+		for x := m.Bounds().Min.X; x < m.Bounds().Max.X; x++ {
+			out.Set(x, y, color.NRGBAModel.Convert(m.At(x, y)))
+		}
+	}
+	return out
+}
+
+// run runs cmd with IN and OUT replaced by in and out.
+func run(t *testing.T, cmd []string, in, out string) {
+	t.Helper()
+	args := make([]string, len(cmd))
+	for i, a := range cmd {
+		args[i] = map[string]string{"IN": in, "OUT": out}[a]
+		if args[i] == "" {
+			args[i] = a
+		}
+	}
+	if b, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+}
+
+// FuzzHEIFJXL feeds libheif and libjxl, through prep's bindings, mutated
+// 12×8 HEIC, AVIF and JPEG XL files (testdata/seeds, made by heif-enc and
+// cjxl): an error or an image of the declared size, never a crash or an
+// image over the pixel limit.
+func FuzzHEIFJXL(f *testing.F) {
+	for _, name := range []string{"s.heic", "s.avif", "s.jxl"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "seeds", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		img, info, err := Decode(data, Options{MaxPixels: fuzzMaxPixels})
+		if err != nil {
+			return
+		}
+		if int64(info.Width)*int64(info.Height) > fuzzMaxPixels {
+			t.Fatalf("decoded %d×%d, over the limit", info.Width, info.Height)
+		}
+		if img.Rect != image.Rect(0, 0, info.Width, info.Height) {
+			t.Fatalf("%s decoded to %v, header %d×%d", info.Format, img.Rect, info.Width, info.Height)
+		}
+		Release(img)
+	})
+}
