@@ -124,9 +124,9 @@ static int prep_heif_size(const void *data, size_t size, int *w, int *h, int *al
 // prep_heif_decode decodes the primary image, rotated and mirrored as the
 // file says (libheif's default, as pillow-heif's), as 8-bit RGBA (higher
 // bit depths scaled down by libheif) into out: w*h pixels, stride bytes
-// a row.
-static int prep_heif_decode(const void *data, size_t size, uint8_t *out, int stride, int w, int h, char *msg,
-                            size_t msglen) {
+// a row; *alpha says whether it has an alpha channel.
+static int prep_heif_decode(const void *data, size_t size, uint8_t *out, int stride, int w, int h, int *alpha,
+                            char *msg, size_t msglen) {
 	struct heif_context *ctx;
 	struct heif_image_handle *handle;
 	int rc = prep_heif_open(data, size, &ctx, &handle, msg, msglen);
@@ -134,6 +134,7 @@ static int prep_heif_decode(const void *data, size_t size, uint8_t *out, int str
 		prep_heif_close(ctx, handle);
 		return rc;
 	}
+	*alpha = prep_heif.has_alpha(handle);
 	struct heif_decoding_options *opt = prep_heif.opt_alloc();
 	if (opt != NULL && opt->version >= 2) opt->convert_hdr_to_8bit = 1;
 	struct heif_image *img = NULL;
@@ -239,18 +240,15 @@ func heifError(msg string) error {
 
 func decodeHEIFOf(name string) func([]byte, int, int) (*image.NRGBA, bool, error) {
 	return func(data []byte, w, h int) (*image.NRGBA, bool, error) {
-		var pw, ph, alpha C.int
+		var alpha C.int
 		var msg [256]C.char
 		var pin runtime.Pinner
-		pin.Pin(&data[0])
 		defer pin.Unpin()
-		if C.prep_heif_size(unsafe.Pointer(&data[0]), C.size_t(len(data)), &pw, &ph, &alpha, &msg[0], C.size_t(len(msg))) != C.prep_heif_ok {
-			return nil, false, heifError(C.GoString(&msg[0]))
-		}
+		pin.Pin(&data[0])
 		img := newNRGBA(w, h)
 		pin.Pin(&img.Pix[0])
 		switch C.prep_heif_decode(unsafe.Pointer(&data[0]), C.size_t(len(data)), (*C.uint8_t)(unsafe.Pointer(&img.Pix[0])),
-			C.int(img.Stride), C.int(w), C.int(h), &msg[0], C.size_t(len(msg))) {
+			C.int(img.Stride), C.int(w), C.int(h), &alpha, &msg[0], C.size_t(len(msg))) {
 		case C.prep_heif_ok:
 			return img, alpha == 0, nil
 		case C.prep_heif_codec:

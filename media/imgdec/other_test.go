@@ -320,17 +320,21 @@ func FuzzOtherFormats(f *testing.F) {
 	f.Add([]byte("P4\n9 2\n\xff\x80\x00\x00"))
 	f.Add([]byte("RIFFj\x00\x00\x00WEBPVP8X\n\x00\x00\x00\x10\x00\x00\x00\x04\x00\x00\x02\x00\x00ALPH\x0e\x00\x00\x00\x01\x0f\xf0\xc0\xff\x88\x88\xf0\x8e\x8f\x88\xfeG\x01VP8 6\x00\x00\x00\xf0\x01\x00\x9d\x01*\x05\x00\x03\x00\x02\xc0L%\xb0\x02t\xba\x01\xf8\x00\x04L\x00\x00\xfe\xae\xa4\\\x95\x88\xa1_\xf8U\xb8b\x19\xaa\xff\xe6\xd3\xebP\xa3\x83\xd3]\xdc~\xe4\x80\x00\x00"))
 	f.Add([]byte("RIFF\"\x00\x00\x00WEBPVP8L\x16\x00\x00\x00/\x04\x80\x00\x10\x0f0\xc8_\xf8\x1f\x8f\x07\xfe\x87\x16\xde\xf1\x11\xd1\xff("))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		img, info, err := Decode(data, Options{MaxPixels: fuzzMaxPixels})
-		if err != nil {
-			return
-		}
-		if int64(info.Width)*int64(info.Height) > fuzzMaxPixels {
-			t.Fatalf("decoded %d×%d, over the limit", info.Width, info.Height)
-		}
-		if w, h := info.Upright(); img.Rect != image.Rect(0, 0, w, h) {
-			t.Fatalf("%s decoded to %v, header %d×%d, orientation %d", info.Format, img.Rect, info.Width, info.Height, info.Orientation)
-		}
-		Release(img)
-	})
+	f.Fuzz(fuzzDecode)
+}
+
+// fuzzDecode is the check of the decoders' fuzz targets: an error, or an
+// image within the pixel limit, of the size its header declares.
+func fuzzDecode(t *testing.T, data []byte) {
+	img, info, err := Decode(data, Options{MaxPixels: fuzzMaxPixels})
+	if err != nil {
+		return
+	}
+	if int64(info.Width)*int64(info.Height) > fuzzMaxPixels {
+		t.Fatalf("decoded %d×%d, over the limit", info.Width, info.Height)
+	}
+	if w, h := info.Upright(); img.Rect != image.Rect(0, 0, w, h) {
+		t.Fatalf("%s decoded to %v, header %d×%d, orientation %d", info.Format, img.Rect, info.Width, info.Height, info.Orientation)
+	}
+	Release(img)
 }
