@@ -8,7 +8,7 @@ export GOEXPERIMENT=simd
 BIN := bin/prep
 NATIVE := python/prepshards/_window.so
 APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
-            libjpeg62-turbo-dev libpng-dev libdeflate-dev libwebp-dev libheif-dev libjxl-dev libflac-dev libmpg123-dev python3-h5py python3-pil python3-numpy \
+            libjpeg62-turbo-dev libpng-dev libdeflate-dev libwebp-dev libheif-dev libjxl-dev libflac-dev libmpg123-dev libopusfile-dev python3-h5py python3-pil python3-numpy \
             python3-torch python3-torchvision python3-pytest ca-certificates qemu-user-static bash-completion python3-venv \
             libheif-examples libjxl-tools
 # Debian's interpreter, with the python3-* packages above: the Python reader's

@@ -290,6 +290,9 @@ func TestDeployRejects(t *testing.T) {
 		{"no libmpg123 at run time", "Dockerfile",
 			[]edit{{" libmpg123-0 ", " "}},
 			[]string{"Dockerfile", "runtime stage", "libmpg123"}},
+		{"no libopusfile at run time", "Dockerfile",
+			[]edit{{" libopusfile0 ", " "}},
+			[]string{"Dockerfile", "runtime stage", "libopusfile"}},
 		{"no libpng at run time", "Dockerfile",
 			[]edit{{" libpng16-16 ", " "}},
 			[]string{"Dockerfile", "runtime stage", "libpng"}},
@@ -1089,17 +1092,14 @@ func checkDockerfile(file string, data []byte, calls *[]*checkedCall) (*imageCon
 		}
 	}
 	pkgs := rt.aptPackages()
-	if !slices.ContainsFunc(pkgs, func(p string) bool { return strings.HasPrefix(p, "libhdf5") && !strings.HasSuffix(p, "-dev") }) {
-		fail("runtime stage: installs no libhdf5 runtime library (%q)", pkgs)
-	}
-	if !slices.ContainsFunc(pkgs, func(p string) bool { return strings.HasPrefix(p, "libpng") && !strings.HasSuffix(p, "-dev") }) {
-		fail("runtime stage: installs no libpng runtime library (PNG decoding) (%q)", pkgs)
-	}
-	if !slices.ContainsFunc(pkgs, func(p string) bool { return strings.HasPrefix(p, "libflac") && !strings.HasSuffix(p, "-dev") }) {
-		fail("runtime stage: installs no libFLAC runtime library (FLAC decoding) (%q)", pkgs)
-	}
-	if !slices.ContainsFunc(pkgs, func(p string) bool { return strings.HasPrefix(p, "libmpg123") && !strings.HasSuffix(p, "-dev") }) {
-		fail("runtime stage: installs no libmpg123 runtime library (MP3 decoding) (%q)", pkgs)
+	// The shared libraries the binary links (ldd bin/prep), by package name.
+	for _, lib := range []struct{ pkg, name, use string }{
+		{"libhdf5", "libhdf5", "shards"}, {"libpng", "libpng", "PNG decoding"}, {"libflac", "libFLAC", "FLAC decoding"},
+		{"libmpg123", "libmpg123", "MP3 decoding"}, {"libopusfile", "libopusfile", "Opus decoding"},
+	} {
+		if !slices.ContainsFunc(pkgs, func(p string) bool { return strings.HasPrefix(p, lib.pkg) && !strings.HasSuffix(p, "-dev") }) {
+			fail("runtime stage: installs no %s runtime library (%s) (%q)", lib.name, lib.use, pkgs)
+		}
 	}
 	if !slices.Contains(pkgs, "ffmpeg") {
 		fail("runtime stage: installs no ffmpeg (video and audio inputs) (%q)", pkgs)

@@ -27,7 +27,7 @@ type fastPaths struct {
 	resampler string // the resampler's loops: "AVX-512", "AVX2" or "scalar"
 	rgbCopy   string // the copy into RGB samples: "AVX-512 VBMI", "AVX2" or "scalar"
 	godebug   string // the cpu.* settings of GODEBUG (cpu.avx512f=off), which turn paths off
-	decoders  bool   // libjpeg-turbo, libpng, libFLAC and libmpg123 are built in (cgo)
+	decoders  bool   // libjpeg-turbo, libpng, libFLAC, libmpg123 and libopusfile are built in (cgo)
 }
 
 // detectFastPaths is a variable so that tests can give convert a slow build.
@@ -63,7 +63,7 @@ type fastPath struct{ name, what string }
 
 func (f fastPaths) lines() []fastPath {
 	jpeg, png, flac := "libjpeg-turbo, with DCT scaling (cgo)", "libpng, 8-bit RGB/RGBA/grey inflated by libdeflate (cgo)", "libFLAC (cgo)"
-	mp3 := "libmpg123, gapless (cgo)"
+	mp3, opus := "libmpg123, gapless (cgo)", "libopusfile (cgo)"
 	if imgdec.PNGSIMD() {
 		png += "; Paeth rows in SSE4.1"
 	}
@@ -77,10 +77,11 @@ func (f fastPaths) lines() []fastPath {
 		png = "image/png: built without cgo (rebuild: make install)"
 		flac = "github.com/mewkiz/flac, 2x the CPU: built without cgo (rebuild: make install)"
 		mp3 = "ffmpeg, a process per file: built without cgo (rebuild: make install)"
+		opus = mp3
 	}
 	return []fastPath{{"simd", f.simd()}, {"jpeg", jpeg}, {"png", png}, {"webp", imgdec.WebPDecoder()},
 		{"heif", imgdec.HEIFDecoder()}, {"jxl", imgdec.JXLDecoder()},
-		{"other", imgdec.OtherFormats}, {"flac", flac}, {"mp3", mp3}}
+		{"other", imgdec.OtherFormats}, {"flac", flac}, {"mp3", mp3}, {"opus", opus}}
 }
 
 // simd is the line for the SIMD loops: the path that runs (AVX-512, AVX2

@@ -96,8 +96,8 @@ func wantSIMDLine(t *testing.T, built bool) string {
 func checkVersion(t *testing.T, out, wantSIMD string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(lines) != 10 || !strings.HasPrefix(lines[0], "prep "+version+" (go") {
-		t.Fatalf("prep version printed %q, want a version line and 9 fast paths", out)
+	if len(lines) != 11 || !strings.HasPrefix(lines[0], "prep "+version+" (go") {
+		t.Fatalf("prep version printed %q, want a version line and 10 fast paths", out)
 	}
 	if !strings.HasPrefix(lines[1], wantSIMD) {
 		t.Errorf("simd line %q, want it to start %q", lines[1], wantSIMD)
@@ -111,7 +111,8 @@ func checkVersion(t *testing.T, out, wantSIMD string) {
 	heif := regexp.MustCompile(`^heif:  libheif 1\.\d+\.\d+, loaded at run time: HEIC, AVIF$`)
 	jxl := regexp.MustCompile(`^jxl:   libjxl 0\.\d+\.\d+, loaded at run time$`)
 	for i, want := range []any{"jpeg:  libjpeg-turbo, with DCT scaling (cgo); prep's entropy decoders", png, "webp:  libwebp (cgo)",
-		heif, jxl, "other: GIF, BMP, TIFF, PNM (Go)", "flac:  libFLAC (cgo)", "mp3:   libmpg123, gapless (cgo)"} {
+		heif, jxl, "other: GIF, BMP, TIFF, PNM (Go)", "flac:  libFLAC (cgo)", "mp3:   libmpg123, gapless (cgo)",
+		"opus:  libopusfile (cgo)"} {
 		if re, ok := want.(*regexp.Regexp); ok && !re.MatchString(lines[2+i]) || !ok && lines[2+i] != want {
 			t.Errorf("line %d = %q, want %v", 3+i, lines[2+i], want)
 		}

@@ -19,7 +19,7 @@ CPU with AVX-512 or AVX2; scalar otherwise, with the same output) and the
 libjpeg-turbo, libpng and libwebp decoders (built with cgo), libheif
 (HEIC, AVIF) and libjxl (JPEG XL), which prep opens at run time where they
 are installed, the image formats decoded in Go, and the audio decoders
-that run in process (libFLAC and libmpg123, built with cgo). A build or
+that run in process (libFLAC, libmpg123 and libopusfile, built with cgo). A build or
 machine that lacks one says so, and how to get it.`,
 		Example: "  prep version",
 		Args:    positional(),

@@ -1,7 +1,8 @@
 // Package audiodec decodes audio files to float32 PCM at a chosen sample
-// rate and channel count. WAV, FLAC, Ogg Vorbis and MP3 (Layer III,
-// through libmpg123 in cgo builds) decode in process; anything else
-// (opus, aac, a video's audio) through ffmpeg at the file's own rate. Mixing and resampling are prep's own (package pcm) whatever the
+// rate and channel count. WAV, FLAC, Ogg Vorbis, MP3 (Layer III,
+// through libmpg123 in cgo builds) and Ogg Opus (libopusfile, cgo builds)
+// decode in process; anything else (aac, a video's audio) through ffmpeg
+// at the file's own rate. Mixing and resampling are prep's own (package pcm) whatever the
 // decoder, so a dataset's samples do not depend on ffmpeg's version, and
 // a file decoded in process costs no process start: for short clips that
 // start costs more than the decode (ffmpeg takes about 0.1 s to start
@@ -76,7 +77,7 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // Decoder names which decoder Decode used: "wav", "flac", "vorbis",
-// "mp3" or "ffmpeg".
+// "mp3", "opus" or "ffmpeg".
 type Decoder string
 
 // source is a decoded stream: its format, then its samples in order.
@@ -195,6 +196,11 @@ func inProcess(r *bufio.Reader) (src source, dec Decoder, err error) {
 		}
 		dec = "flac"
 		src, err = newFLAC(r)
+	case opusInProcess && isOpus(head):
+		if src, err = newOpus(r); src == nil && err == nil {
+			return nil, "", nil // more than two channels: ffmpeg's
+		}
+		dec = "opus"
 	case isVorbis(head):
 		if whole, _ := r.Peek(r.Size()); !vorbisSetupOK(whole) {
 			return nil, "", nil // ffmpeg's libvorbis reads it with care
