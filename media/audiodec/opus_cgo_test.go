@@ -13,6 +13,9 @@ import (
 	"testing"
 )
 
+// opusDecoder is the decoder of Opus files in this build.
+const opusDecoder Decoder = "opus"
+
 // opusSet encodes Ogg Opus files with ffmpeg's libopus encoder: mono and
 // stereo, speech-corpus lengths and a clip shorter than a second, CBR and
 // VBR, from sources at 8 to 48 kHz.
