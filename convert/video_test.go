@@ -275,12 +275,19 @@ func TestVideoHandlerErrors(t *testing.T) {
 	if !IsFatal(err) || !strings.Contains(err.Error(), `install it with "apt-get install ffmpeg"`) {
 		t.Errorf("without ffmpeg: %v (fatal %v), want a fatal error saying how to install it", err, IsFatal(err))
 	}
-	// Opus goes through ffmpeg; WAV and MP3 (cgo: libmpg123) decode in process.
-	_, err = NewAudioHandler(AudioOptions{}, nil).Samples(ctx, mediaInput(t, "audio/sine.opus", 0, true), 0, rng)
-	if !IsFatal(err) || errors.Unwrap(err) == nil && !strings.Contains(err.Error(), "ffmpeg not found") {
-		t.Errorf("opus without ffmpeg: %v, want a fatal error", err)
+	// A μ-law WAV goes through ffmpeg; WAV PCM, MP3 and Opus (cgo:
+	// libmpg123, libopusfile) decode in process.
+	mulaw := filepath.Join(t.TempDir(), "mulaw.wav")
+	hdr := []byte("RIFF\x2c\x01\x00\x00WAVEfmt \x10\x00\x00\x00\x07\x00\x01\x00\x40\x1f\x00\x00\x40\x1f\x00\x00\x01\x00\x08\x00data\x00\x01\x00\x00")
+	data := append(hdr, make([]byte, 256)...)
+	if err := os.WriteFile(mulaw, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	for _, file := range []string{"audio/sine.wav", "audio/sine.mp3"} {
+	_, err = NewAudioHandler(AudioOptions{}, nil).Samples(ctx, &Input{Key: "mulaw.wav", Source: "test://mulaw.wav", Path: mulaw, Data: data}, 0, rng)
+	if !IsFatal(err) || errors.Unwrap(err) == nil && !strings.Contains(err.Error(), "ffmpeg not found") {
+		t.Errorf("μ-law WAV without ffmpeg: %v, want a fatal error", err)
+	}
+	for _, file := range []string{"audio/sine.wav", "audio/sine.mp3", "audio/sine.opus"} {
 		if _, err = NewAudioHandler(AudioOptions{}, nil).Samples(ctx, mediaInput(t, file, 0, true), 0, rng); err != nil {
 			t.Errorf("%s without ffmpeg: %v", file, err)
 		}
