@@ -17,7 +17,7 @@ import (
 // allocated beyond what the bytes can hold, and a decoded file comes
 // back trimmed or padded to exactly the duration.
 func FuzzInProcess(f *testing.F) {
-	for _, name := range []string{"sine.wav", "sine.flac", "sine.ogg", "sine.mp3", "truncated.mp3"} {
+	for _, name := range []string{"sine.wav", "sine.flac", "sine.ogg", "sine.mp3", "truncated.mp3", "sine.opus"} {
 		b, err := os.ReadFile(filepath.Join(audioDir, name))
 		if err != nil {
 			f.Fatal(err)
