@@ -1,6 +1,7 @@
 package audiodec
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -32,6 +33,49 @@ func runFFmpeg(t *testing.T, args ...string) []byte {
 		t.Fatalf("ffmpeg %v: %v: %s", args, err, stderr.String())
 	}
 	return out.Bytes()
+}
+
+// ffmpegF32 runs ffmpeg with args, which write 32-bit float samples to
+// its standard output, and returns them.
+func ffmpegF32(t *testing.T, args ...string) []float32 {
+	t.Helper()
+	b := runFFmpeg(t, args...)
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// snrDB is how far got is from want (as long): the signal-to-noise ratio
+// in dB, +Inf when they are equal, and the largest difference.
+func snrDB(got, want []float32) (db, worst float64) {
+	var sig, noise float64
+	for i := range want {
+		d := float64(got[i]) - float64(want[i])
+		sig += float64(want[i]) * float64(want[i])
+		noise += d * d
+		worst = max(worst, math.Abs(d))
+	}
+	if noise == 0 {
+		return math.Inf(1), 0
+	}
+	return 10 * math.Log10(sig/noise), worst
+}
+
+// openInProcess opens the file at path with inProcess, which must pick
+// the decoder want; the caller closes the source.
+func openInProcess(t *testing.T, path string, want Decoder) source {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dec, err := inProcess(bufio.NewReaderSize(bytes.NewReader(b), 64<<10))
+	if err != nil || dec != want || src == nil {
+		t.Fatalf("%s: decoder %q, %v; want %s", path, dec, err, want)
+	}
+	return src
 }
 
 // encode writes testdata/audio/sine.flac (1 s of 440 Hz at 16 kHz, mono)

@@ -6,9 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -76,19 +74,8 @@ func mp3Set(t *testing.T) map[string]string {
 func TestMP3LikeFFmpeg(t *testing.T) {
 	for name, path := range mp3Set(t) {
 		t.Run(name, func(t *testing.T) {
-			ref := runFFmpeg(t, "-i", path, "-f", "f32le", "-")
-			want := make([]float32, len(ref)/4)
-			for i := range want {
-				want[i] = math.Float32frombits(binary.LittleEndian.Uint32(ref[4*i:]))
-			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, dec, err := inProcess(bufio.NewReaderSize(bytes.NewReader(b), 64<<10))
-			if err != nil || dec != "mp3" {
-				t.Fatalf("decoder %q, %v; want mp3", dec, err)
-			}
+			want := ffmpegF32(t, "-i", path, "-f", "f32le", "-")
+			src := openInProcess(t, path, "mp3")
 			defer src.close()
 			rate, ch, frames := src.format()
 			got, err := readAll(src)
@@ -101,14 +88,7 @@ func TestMP3LikeFFmpeg(t *testing.T) {
 			if frames >= 0 && frames*int64(ch) != int64(len(got)) {
 				t.Errorf("%d frames announced, %d decoded", frames, len(got)/ch)
 			}
-			var sig, noise, worst float64
-			for i := range got {
-				d := float64(got[i]) - float64(want[i])
-				sig += float64(want[i]) * float64(want[i])
-				noise += d * d
-				worst = max(worst, math.Abs(d))
-			}
-			snr := 10 * math.Log10(sig/noise)
+			snr, worst := snrDB(got, want)
 			t.Logf("%d Hz × %d, %d samples, %d announced: %.1f dB from ffmpeg, largest difference %.2g", rate, ch, len(got), frames, snr, worst)
 			if snr < 60 {
 				t.Errorf("%.1f dB from ffmpeg's samples, want ≥ 60", snr)
@@ -192,37 +172,16 @@ func TestMP3At24kHz(t *testing.T) {
 	src := "anoisesrc=d=1.5:a=0.2:r=24000:s=7"
 	p := filepath.Join(t.TempDir(), "noise24k.mp3")
 	runFFmpeg(t, "-f", "lavfi", "-i", src, "-c:a", "libmp3lame", "-b:a", "160k", p)
-	f32 := func(b []byte) []float32 {
-		out := make([]float32, len(b)/4)
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		return out
-	}
-	orig := f32(runFFmpeg(t, "-f", "lavfi", "-i", src, "-f", "f32le", "-"))
-	ff := f32(runFFmpeg(t, "-i", p, "-f", "f32le", "-"))
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, dec, err := inProcess(bufio.NewReader(bytes.NewReader(b)))
-	if err != nil || dec != "mp3" {
-		t.Fatalf("decoder %q, %v; want mp3", dec, err)
-	}
+	orig := ffmpegF32(t, "-f", "lavfi", "-i", src, "-f", "f32le", "-")
+	ff := ffmpegF32(t, "-i", p, "-f", "f32le", "-")
+	s := openInProcess(t, p, "mp3")
 	got, err := readAll(s)
 	s.close()
 	if err != nil || len(got) != len(ff) || len(got) != len(orig) {
 		t.Fatalf("%d samples (%v), ffmpeg %d, encoded %d", len(got), err, len(ff), len(orig))
 	}
-	snr := func(a []float32) float64 {
-		var sig, noise float64
-		for i := range orig {
-			sig += float64(orig[i]) * float64(orig[i])
-			noise += (float64(a[i]) - float64(orig[i])) * (float64(a[i]) - float64(orig[i]))
-		}
-		return 10 * math.Log10(sig/noise)
-	}
-	mine, theirs := snr(got), snr(ff)
+	mine, _ := snrDB(got, orig)
+	theirs, _ := snrDB(ff, orig)
 	t.Logf("against the encoded noise: libmpg123 %.2f dB, ffmpeg %.2f dB", mine, theirs)
 	if mine < theirs+0.3 {
 		t.Errorf("libmpg123 %.2f dB from the encoded noise, ffmpeg %.2f: want libmpg123 the nearer", mine, theirs)

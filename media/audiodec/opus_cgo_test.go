@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"math"
 	"os"
 	"path/filepath"
@@ -48,14 +47,7 @@ func opusSet(t *testing.T) map[string]string {
 func TestOpusLikeFFmpeg(t *testing.T) {
 	for name, path := range opusSet(t) {
 		t.Run(name, func(t *testing.T) {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, dec, err := inProcess(bufio.NewReaderSize(bytes.NewReader(b), 64<<10))
-			if err != nil || dec != "opus" {
-				t.Fatalf("decoder %q, %v; want opus", dec, err)
-			}
+			src := openInProcess(t, path, "opus")
 			defer src.close()
 			rate, ch, frames := src.format()
 			got, err := readAll(src)
@@ -73,25 +65,12 @@ func TestOpusLikeFFmpeg(t *testing.T) {
 				{"libopus", []string{"-request_sample_fmt", "flt", "-c:a", "libopus", "-i", path, "-f", "f32le", "-"}, math.Inf(1)},
 				{"ffmpeg's own decoder", []string{"-i", path, "-f", "f32le", "-"}, 0},
 			} {
-				raw := runFFmpeg(t, ref.args...)
-				want := make([]float32, len(raw)/4)
-				for i := range want {
-					want[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-				}
+				want := ffmpegF32(t, ref.args...)
 				if len(got) != len(want) {
 					t.Errorf("%d samples, ffmpeg (%s) %d", len(got), ref.name, len(want))
 					continue
 				}
-				var sig, noise float64
-				for i := range got {
-					d := float64(got[i]) - float64(want[i])
-					sig += float64(want[i]) * float64(want[i])
-					noise += d * d
-				}
-				snr := math.Inf(1)
-				if noise > 0 {
-					snr = 10 * math.Log10(sig/noise)
-				}
+				snr, _ := snrDB(got, want)
 				t.Logf("%d × %d samples: %.1f dB from ffmpeg with %s", len(got)/ch, ch, snr, ref.name)
 				if snr < ref.min {
 					t.Errorf("%.1f dB from ffmpeg with %s, want ≥ %.0f", snr, ref.name, ref.min)
