@@ -49,6 +49,9 @@ func TestHEIFAVIFJXL(t *testing.T) {
 		{"HEIC RGB", "heif", "rgb", 96, 64, []string{heifEnc, "-q", "70", "IN", "-o", "OUT"}, heif},
 		{"HEIC odd size", "heif", "rgb", 37, 23, []string{heifEnc, "-q", "90", "IN", "-o", "OUT"}, heif},
 		{"HEIC with alpha", "heif", "rgba", 48, 40, []string{heifEnc, "-q", "70", "IN", "-o", "OUT"}, heif},
+		// 10 bits from a 16-bit PNG: heif-convert writes 16 bits, of which
+		// prep keeps the high byte.
+		{"HEIC 10-bit", "heif", "rgb16", 40, 28, []string{heifEnc, "-b", "10", "-q", "80", "IN", "-o", "OUT"}, heif},
 		{"AVIF RGB", "avif", "rgb", 96, 64, []string{heifEnc, "-A", "-q", "60", "IN", "-o", "OUT"}, heif},
 		{"AVIF with alpha", "avif", "rgba", 33, 17, []string{heifEnc, "-A", "-q", "60", "IN", "-o", "OUT"}, heif},
 		{"JPEG XL lossy", "jxl", "rgb", 96, 64, []string{cjxl, "IN", "OUT", "-d", "1"}, jxl},
@@ -65,6 +68,9 @@ func TestHEIFAVIFJXL(t *testing.T) {
 			run(t, c.enc, in, file)
 			ref := filepath.Join(dir, fmt.Sprintf("%d-ref.png", i))
 			run(t, c.dec, file, ref)
+			if c.src == "rgb16" && !sixteenBit(t, ref) {
+				t.Fatal("the reference decode is not 16-bit: the file holds no more than 8 bits")
+			}
 			want := readPNG(t, ref)
 			data, err := os.ReadFile(file)
 			if err != nil {
@@ -131,6 +137,16 @@ func writeCasePNG(t *testing.T, path, kind string, w, h int) {
 			}
 		}
 		m = g
+	case "rgb16":
+		n := image.NewNRGBA64(image.Rect(0, 0, w, h))
+		for y := range h {
+			for x := range w {
+				c := photo.NRGBAAt(x+40, y+30)
+				// Low bytes that vary, so that 16 bits are not 8 shifted.
+				n.SetNRGBA64(x, y, color.NRGBA64{uint16(c.R)<<8 | uint16(x*7), uint16(c.G)<<8 | uint16(y*5), uint16(c.B) << 8, 0xffff})
+			}
+		}
+		m = n
 	default:
 		n := image.NewNRGBA(image.Rect(0, 0, w, h))
 		for y := range h {
@@ -182,6 +198,21 @@ func readPNG(t *testing.T, path string) *image.NRGBA {
 		}
 	}
 	return out
+}
+
+// sixteenBit reports whether the PNG at path has 16-bit samples.
+func sixteenBit(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.ColorModel == color.RGBA64Model || cfg.ColorModel == color.NRGBA64Model
 }
 
 // run runs cmd with IN and OUT replaced by in and out.
