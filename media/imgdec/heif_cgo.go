@@ -123,8 +123,9 @@ static int prep_heif_size(const void *data, size_t size, int *w, int *h, int *al
 
 // prep_heif_decode decodes the primary image, rotated and mirrored as the
 // file says (libheif's default, as pillow-heif's), as 8-bit RGBA (higher
-// bit depths scaled down by libheif) into out: w*h pixels, stride bytes
-// a row; *alpha says whether it has an alpha channel.
+// bit depths by their high byte: libheif's convert_hdr_to_8bit) into out:
+// w*h pixels, stride bytes a row; *alpha says whether it has an alpha
+// channel.
 static int prep_heif_decode(const void *data, size_t size, uint8_t *out, int stride, int w, int h, int *alpha,
                             char *msg, size_t msglen) {
 	struct heif_context *ctx;

@@ -58,6 +58,9 @@ func TestHEIFAVIFJXL(t *testing.T) {
 		{"JPEG XL lossless", "jxl", "rgb", 37, 23, []string{cjxl, "IN", "OUT", "-d", "0"}, jxl},
 		{"JPEG XL grey", "jxl", "grey", 40, 30, []string{cjxl, "IN", "OUT", "-d", "0"}, jxl},
 		{"JPEG XL with alpha", "jxl", "rgba", 48, 40, []string{cjxl, "IN", "OUT", "-d", "0"}, jxl},
+		// 16 bits, lossless: the high byte, where libjxl's 8-bit output
+		// would round.
+		{"JPEG XL 16-bit", "jxl", "rgb16", 40, 28, []string{cjxl, "IN", "OUT", "-d", "0"}, jxl},
 	}
 	dir := t.TempDir()
 	for i, c := range cases {

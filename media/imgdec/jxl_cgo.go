@@ -10,6 +10,7 @@ package imgdec
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <jxl/decode.h>
@@ -68,7 +69,9 @@ static uint32_t prep_jxl_version(void) { return prep_jxl.version(); }
 // as libjxl does by default) in *w, *h and whether it has alpha; then,
 // when out is not NULL and the size is want_w x want_h, the first frame
 // as 8-bit RGBA (grey repeated, alpha not premultiplied) into out, w*4
-// bytes a row.
+// bytes a row. An image of more than 8 bits is decoded to 16 and keeps
+// the high byte, as prep does for 16-bit PNGs (libjxl's own 8-bit output
+// rounds instead).
 static int prep_jxl_run(const uint8_t *data, size_t size, uint8_t *out, int want_w, int want_h, int *w, int *h,
                         int *alpha, char *msg, size_t msglen) {
 	JxlDecoder *d = prep_jxl.create(NULL);
@@ -78,6 +81,7 @@ static int prep_jxl_run(const uint8_t *data, size_t size, uint8_t *out, int want
 	}
 	int rc = prep_jxl_fail;
 	JxlPixelFormat fmt = {4, JXL_TYPE_UINT8, JXL_NATIVE_ENDIAN, 0};
+	uint16_t *wide = NULL; // the 16-bit frame, for images of more than 8 bits
 	if (prep_jxl.subscribe(d, JXL_DEC_BASIC_INFO | (out ? JXL_DEC_FULL_IMAGE : 0)) != JXL_DEC_SUCCESS ||
 	    prep_jxl.unpremultiply(d, JXL_TRUE) != JXL_DEC_SUCCESS ||
 	    prep_jxl.set_input(d, data, size) != JXL_DEC_SUCCESS) {
@@ -105,14 +109,23 @@ static int prep_jxl_run(const uint8_t *data, size_t size, uint8_t *out, int want
 				rc = prep_jxl_size;
 				goto done;
 			}
+			if (bi.bits_per_sample > 8) fmt.data_type = JXL_TYPE_UINT16;
 		} else if (s == JXL_DEC_NEED_IMAGE_OUT_BUFFER) {
-			size_t need = 0;
-			if (prep_jxl.out_size(d, &fmt, &need) != JXL_DEC_SUCCESS || need != (size_t)want_w * want_h * 4 ||
-			    prep_jxl.set_out(d, &fmt, out, need) != JXL_DEC_SUCCESS) {
+			size_t need = 0, px = (size_t)want_w * want_h * 4;
+			void *buf = out;
+			if (fmt.data_type == JXL_TYPE_UINT16 && (buf = wide = malloc(px * 2)) == NULL) {
+				snprintf(msg, msglen, "out of memory");
+				goto done;
+			}
+			if (prep_jxl.out_size(d, &fmt, &need) != JXL_DEC_SUCCESS ||
+			    need != px * (fmt.data_type == JXL_TYPE_UINT16 ? 2 : 1) ||
+			    prep_jxl.set_out(d, &fmt, buf, need) != JXL_DEC_SUCCESS) {
 				snprintf(msg, msglen, "the frame is not the %dx%d the header declares", want_w, want_h);
 				goto done;
 			}
 		} else if (s == JXL_DEC_FULL_IMAGE) {
+			if (wide != NULL)
+				for (size_t i = 0, n = (size_t)want_w * want_h * 4; i < n; i++) out[i] = (uint8_t)(wide[i] >> 8);
 			rc = prep_jxl_ok; // the first frame, as for GIF and WebP
 			goto done;
 		} else if (s == JXL_DEC_NEED_MORE_INPUT) {
@@ -129,6 +142,7 @@ static int prep_jxl_run(const uint8_t *data, size_t size, uint8_t *out, int want
 	}
 done:
 	prep_jxl.destroy(d);
+	free(wide);
 	return rc;
 }
 */
