@@ -121,6 +121,29 @@ func TestDecodeOptions(t *testing.T) {
 	}
 }
 
+// TestCheckSize: the pixel limit holds for sizes whose product overflows
+// int64 (a PNM header declared 2e10 × 7e8, which wrapped to a small
+// product, passed, and panicked in make; found by FuzzHEIFJXL).
+func TestCheckSize(t *testing.T) {
+	for _, tt := range []struct {
+		w, h  int
+		limit int64
+		err   string
+	}{
+		{640, 427, 640 * 427, ""},
+		{640, 428, 640 * 427, "image declares 640×428 = 0.3 Mpixel, over the 0.3 Mpixel limit (--max-pixels)"},
+		{20_000_000_000, 700_000_000, DefaultMaxPixels, "image declares 20000000000×700000000 = more than 9.2e12 Mpixel, over the 100 Mpixel limit (--max-pixels)"},
+		{1 << 40, 1 << 40, 0, "image declares 1099511627776×1099511627776 = more than 9.2e12 Mpixel, over the 100 Mpixel limit (--max-pixels)"},
+		{1 << 40, 1 << 40, -1, ""}, // no limit
+		{0, 5, 0, "image declares an empty size 0×5"},
+	} {
+		err := checkSize(tt.w, tt.h, tt.limit)
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || err.Error() != tt.err) {
+			t.Errorf("checkSize(%d, %d, %d) = %v, want %q", tt.w, tt.h, tt.limit, err, tt.err)
+		}
+	}
+}
+
 // pilReference decodes files with Pillow: ImageOps.exif_transpose, then
 // convert("RGBA"); 16-bit grey keeps its high byte (Pillow's own I→RGBA clips).
 // It returns each file's raw RGBA pixels and size.
