@@ -36,6 +36,7 @@ static struct {
 	int (*img_width)(const struct heif_image *, enum heif_channel);
 	int (*img_height)(const struct heif_image *, enum heif_channel);
 	void (*img_release)(const struct heif_image *);
+	void (*max_threads)(struct heif_context *, int); // optional
 } prep_heif;
 
 // prep_heif_load binds libheif once (the Go side calls it under a
@@ -71,6 +72,7 @@ static int prep_heif_load(char *msg, size_t msglen) {
 #undef PREP_SYM
 	// Since 1.16 the codecs can be plugins, which heif_init loads; before,
 	// it is optional.
+	*(void **)&prep_heif.max_threads = dlsym(h, "heif_context_set_max_decoding_threads");
 	*(void **)&prep_heif.init = dlsym(h, "heif_init");
 	if (prep_heif.init != NULL) prep_heif.init(NULL);
 	return prep_heif.loaded = 1, 0;
@@ -94,6 +96,8 @@ static int prep_heif_open(const void *data, size_t size, struct heif_context **c
 		snprintf(msg, msglen, "out of memory");
 		return prep_heif_fail;
 	}
+	// prep runs a decode per worker: no threads of libheif's own.
+	if (prep_heif.max_threads != NULL) prep_heif.max_threads(*ctx, 0);
 	struct heif_error e = prep_heif.read(*ctx, data, size, NULL);
 	if (e.code == heif_error_Ok) e = prep_heif.primary(*ctx, handle);
 	if (e.code != heif_error_Ok) {
@@ -214,6 +218,9 @@ func heifSizeOf(name string) func([]byte) (int, int, error) {
 	return func(data []byte) (int, int, error) {
 		if err := heifCodecs(name); err != nil {
 			return 0, 0, err
+		}
+		if heifRefLoop(data) {
+			return 0, 0, errHEIFLoop
 		}
 		var w, h, alpha C.int
 		var msg [256]C.char

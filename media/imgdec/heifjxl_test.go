@@ -233,6 +233,40 @@ func run(t *testing.T, cmd []string, in, out string) {
 	}
 }
 
+// TestHEIFRefLoop: a HEIC whose alpha grid takes as its tile the image it
+// is the alpha of, and one whose reference box after that is damaged
+// (FuzzHEIFJXL's find: libheif 1.15 recursed without end, hanging or
+// crashing the process), are refused before libheif sees them; the seed
+// they were mutated from is not.
+func TestHEIFRefLoop(t *testing.T) {
+	good, err := os.ReadFile(filepath.Join("testdata", "seeds", "s.heic"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(good, []byte("dimg\x00\x04\x00\x01\x00\x03")) // alpha grid 4 <- tile 3
+	if at < 0 {
+		t.Fatal("the seed's iref is not as made")
+	}
+	bad := bytes.Clone(good)
+	bad[at+9] = 2 // its tile is now item 2, the image it is the alpha of
+	cut := bytes.Clone(bad)
+	cut[at+10] = 0xf9 // and the auxl box after it claims 4 GB
+	if heifRefLoop(good) || !heifRefLoop(bad) || !heifRefLoop(cut) {
+		t.Fatalf("loop found in the seed %v, the looped copy %v, the damaged one %v", heifRefLoop(good), heifRefLoop(bad), heifRefLoop(cut))
+	}
+	needTurbo(t)
+	for _, d := range [][]byte{bad, cut} {
+		if _, _, err := Decode(d, Options{}); err == nil || err.Error() != "corrupt HEIF: "+errHEIFLoop.Error() {
+			t.Errorf("looped HEIC: %v", err)
+		}
+	}
+	if img, _, err := Decode(good, Options{}); err != nil {
+		t.Errorf("seed: %v", err)
+	} else {
+		Release(img)
+	}
+}
+
 // FuzzHEIFJXL feeds libheif and libjxl, through prep's bindings, mutated
 // 12×8 HEIC, AVIF and JPEG XL files (testdata/seeds, made by heif-enc and
 // cjxl): an error or an image of the declared size, never a crash or an
