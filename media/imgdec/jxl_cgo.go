@@ -113,7 +113,7 @@ static int prep_jxl_run(const uint8_t *data, size_t size, uint8_t *out, int want
 		} else if (s == JXL_DEC_NEED_IMAGE_OUT_BUFFER) {
 			size_t need = 0, px = (size_t)want_w * want_h * 4;
 			void *buf = out;
-			if (fmt.data_type == JXL_TYPE_UINT16 && (buf = wide = malloc(px * 2)) == NULL) {
+			if (fmt.data_type == JXL_TYPE_UINT16 && (buf = wide = wide ? wide : malloc(px * 2)) == NULL) {
 				snprintf(msg, msglen, "out of memory");
 				goto done;
 			}
