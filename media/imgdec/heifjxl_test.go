@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
 	"os"
 	"os/exec"
@@ -61,11 +62,17 @@ func TestHEIFAVIFJXL(t *testing.T) {
 		// 16 bits, lossless: the high byte, where libjxl's 8-bit output
 		// would round.
 		{"JPEG XL 16-bit", "jxl", "rgb16", 40, 28, []string{cjxl, "IN", "OUT", "-d", "0"}, jxl},
+		// cjxl keeps a JPEG's EXIF orientation (6: turn 90° clockwise) as
+		// the codestream's, which libjxl applies: 40×28 decodes 28×40.
+		{"JPEG XL from a turned JPEG", "jxl", "jpeg-orient6", 40, 28, []string{cjxl, "IN", "OUT"}, jxl},
 	}
 	dir := t.TempDir()
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			in := filepath.Join(dir, fmt.Sprintf("%d.png", i))
+			if c.src == "jpeg-orient6" {
+				in = filepath.Join(dir, fmt.Sprintf("%d.jpg", i))
+			}
 			writeCasePNG(t, in, c.src, c.w, c.h)
 			file := filepath.Join(dir, fmt.Sprintf("%d.%s", i, c.format))
 			run(t, c.enc, in, file)
@@ -84,8 +91,12 @@ func TestHEIFAVIFJXL(t *testing.T) {
 				t.Fatalf("Decode: %v", err)
 			}
 			defer Release(got)
-			if info.Format != c.format || info.Width != c.w || info.Height != c.h {
-				t.Errorf("info %+v, want format %s, %dx%d", info, c.format, c.w, c.h)
+			w, h := c.w, c.h
+			if c.src == "jpeg-orient6" {
+				w, h = h, w
+			}
+			if info.Format != c.format || info.Width != w || info.Height != h {
+				t.Errorf("info %+v, want format %s, %dx%d", info, c.format, w, h)
 			}
 			if info.Opaque != (c.src != "rgba") {
 				t.Errorf("opaque = %v for a %s source", info.Opaque, c.src)
@@ -93,8 +104,8 @@ func TestHEIFAVIFJXL(t *testing.T) {
 			if got.Rect != want.Rect {
 				t.Fatalf("%v, reference %v", got.Rect, want.Rect)
 			}
-			for y := range c.h {
-				for x := range c.w {
+			for y := range h {
+				for x := range w {
 					g, w := got.NRGBAAt(x, y), want.NRGBAAt(x, y)
 					if c.src != "rgba" {
 						w.A = 255
@@ -114,7 +125,7 @@ func TestHEIFAVIFJXL(t *testing.T) {
 				}
 			}
 			// The size is checked against --max-pixels before decoding.
-			if _, _, err := Decode(data, Options{MaxPixels: int64(c.w*c.h - 1)}); err == nil || !strings.Contains(err.Error(), "max-pixels") {
+			if _, _, err := Decode(data, Options{MaxPixels: int64(w*h - 1)}); err == nil || !strings.Contains(err.Error(), "max-pixels") {
 				t.Errorf("MaxPixels one short: err = %v", err)
 			}
 		})
@@ -122,7 +133,8 @@ func TestHEIFAVIFJXL(t *testing.T) {
 }
 
 // writeCasePNG writes a w×h crop of a test photo as an RGB, RGBA (alpha
-// varying) or grey PNG.
+// varying), grey or 16-bit PNG, or (jpeg-orient6) as a JPEG whose EXIF
+// says to turn it 90° clockwise.
 func writeCasePNG(t *testing.T, path, kind string, w, h int) {
 	t.Helper()
 	photo, _, err := Decode(readTestdata(t, "everyday/coffee.png"), Options{Decoder: DecoderGo})
@@ -164,7 +176,17 @@ func writeCasePNG(t *testing.T, path, kind string, w, h int) {
 		m = n
 	}
 	var buf bytes.Buffer
-	if err := png.Encode(&buf, m); err != nil {
+	if kind == "jpeg-orient6" {
+		if err := jpeg.Encode(&buf, m, &jpeg.Options{Quality: 90}); err != nil {
+			t.Fatal(err)
+		}
+		// An APP1 Exif segment after SOI: a little-endian TIFF header and
+		// one IFD entry, Orientation (0x0112, SHORT) = 6.
+		exif := []byte("\xff\xe1\x00\x22Exif\x00\x00II*\x00\x08\x00\x00\x00\x01\x00\x12\x01\x03\x00\x01\x00\x00\x00\x06\x00\x00\x00\x00\x00\x00\x00")
+		b := append(append([]byte{0xff, 0xd8}, exif...), buf.Bytes()[2:]...)
+		buf.Reset()
+		buf.Write(b)
+	} else if err := png.Encode(&buf, m); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {

@@ -97,9 +97,10 @@ static int prep_jxl_run(const uint8_t *data, size_t size, uint8_t *out, int want
 				snprintf(msg, msglen, "unreadable basic info");
 				goto done;
 			}
-			int swap = bi.orientation >= JXL_ORIENT_TRANSPOSE;
-			*w = (int)(swap ? bi.ysize : bi.xsize);
-			*h = (int)(swap ? bi.xsize : bi.ysize);
+			// libjxl turns the image as its orientation says (not kept)
+			// and reports the size after turning, orientation 1.
+			*w = (int)bi.xsize;
+			*h = (int)bi.ysize;
 			*alpha = bi.alpha_bits != 0;
 			if (out == NULL) {
 				rc = prep_jxl_ok;
