@@ -4,7 +4,6 @@ package audiodec
 
 /*
 #cgo pkg-config: opusfile
-#include <stdlib.h>
 #include <opusfile.h>
 
 static int prep_opus_channels(OggOpusFile *of, int li) { return op_channel_count(of, li); }
@@ -15,6 +14,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"runtime"
 	"unsafe"
 )
 
@@ -29,9 +29,11 @@ import (
 // opusInProcess: Opus decodes in process in cgo builds.
 const opusInProcess = true
 
-// opusSource is an Ogg Opus file, held in C memory while it decodes.
+// opusSource is an Ogg Opus file, its bytes pinned for libopusfile,
+// which reads them in place while it decodes.
 type opusSource struct {
-	data     unsafe.Pointer
+	data     []byte
+	pin      runtime.Pinner
 	of       *C.OggOpusFile
 	channels int
 	frames   int64
@@ -50,11 +52,12 @@ func newOpus(r *bufio.Reader) (source, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &opusSource{data: C.CBytes(b)}
+	s := &opusSource{data: b}
+	s.pin.Pin(&b[0]) // not empty: isOpus saw 36 bytes
 	var e C.int
-	s.of = C.op_open_memory((*C.uchar)(s.data), C.size_t(len(b)), &e)
+	s.of = C.op_open_memory((*C.uchar)(unsafe.Pointer(&b[0])), C.size_t(len(b)), &e)
 	if s.of == nil {
-		C.free(s.data)
+		s.pin.Unpin()
 		return nil, fmt.Errorf("damaged Opus file: libopusfile refused its headers (%s); re-encode or remove it", opusError(e))
 	}
 	s.channels = int(C.prep_opus_channels(s.of, -1))
@@ -97,10 +100,8 @@ func (s *opusSource) close() {
 		C.op_free(s.of)
 		s.of = nil
 	}
-	if s.data != nil {
-		C.free(s.data)
-		s.data = nil
-	}
+	s.pin.Unpin()
+	s.data = nil
 }
 
 // opusError words libopusfile's error codes.

@@ -16,7 +16,6 @@ package imgdec
 enum { prep_heif_ok = 0, prep_heif_fail = 1, prep_heif_codec = 2 };
 
 static struct {
-	int loaded; // 1 loaded, -1 missing
 	struct heif_error (*init)(struct heif_init_params *);
 	const char *(*version)(void);
 	int (*have_decoder)(enum heif_compression_format);
@@ -45,12 +44,12 @@ static int prep_heif_load(char *msg, size_t msglen) {
 	void *h = dlopen("libheif.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL) {
 		snprintf(msg, msglen, "%s", dlerror());
-		return prep_heif.loaded = -1;
+		return -1;
 	}
 #define PREP_SYM(field, name)                                                                                  \
 	if ((*(void **)&prep_heif.field = dlsym(h, name)) == NULL) {                                           \
 		snprintf(msg, msglen, "libheif.so.1 lacks %s", name);                                          \
-		return prep_heif.loaded = -1;                                                                  \
+		return -1;                                                                  \
 	}
 	PREP_SYM(version, "heif_get_version")
 	PREP_SYM(have_decoder, "heif_have_decoder_for_format")
@@ -75,7 +74,7 @@ static int prep_heif_load(char *msg, size_t msglen) {
 	*(void **)&prep_heif.max_threads = dlsym(h, "heif_context_set_max_decoding_threads");
 	*(void **)&prep_heif.init = dlsym(h, "heif_init");
 	if (prep_heif.init != NULL) prep_heif.init(NULL);
-	return prep_heif.loaded = 1, 0;
+	return 0;
 }
 
 static const char *prep_heif_version(void) { return prep_heif.version(); }
