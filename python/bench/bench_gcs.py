@@ -76,6 +76,9 @@ def main():
                     "/dev/shm puts it in memory, sparing the disk's write path)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="times each case runs, the cases alternating; the medians are reported")
+    ap.add_argument("--direct", choices=("auto", "0", "1"), default="auto",
+                    help="PREPSHARDS_GCS_DIRECT: 1 serves a first epoch from the fetch buffers and writes "
+                    "the cache past the page cache (auto does so for shards over half the RAM)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if not os.path.exists(a.server):
@@ -87,12 +90,13 @@ def main():
     try:
         os.environ["STORAGE_EMULATOR_HOST"] = srv.stdout.readline().strip()
         os.environ["PREPSHARDS_CACHE"] = cache
+        os.environ["PREPSHARDS_GCS_DIRECT"] = a.direct
         local = ps.ShardDataset(a.dir)
         for s in local.manifest.shards:  # page cache warm: the local side's best case
             with open(s["path"], "rb") as f:
                 while f.read(16 << 20):
                     pass
-        out = {"delay": a.delay, "cache": cache, "samples": len(local), "bytes": sum(s["bytes"] for s in local.manifest.shards),
+        out = {"delay": a.delay, "cache": cache, "direct": a.direct, "samples": len(local), "bytes": sum(s["bytes"] for s in local.manifest.shards),
                "rounds": a.rounds}
         readers = (("stream", lambda p: lambda: ps.ShardStream(p, seed=1)),
                    ("batch", lambda p: lambda: ps.BatchReader(p, 256)))
@@ -120,7 +124,7 @@ def main():
             print(json.dumps(out, indent=1))
         else:
             print(f"{out['samples']} samples, {out['bytes'] / 1e6:.0f} MB, {a.delay} per request, cache in "
-                  f"{os.path.dirname(cache)}; "
+                  f"{os.path.dirname(cache)}, PREPSHARDS_GCS_DIRECT={a.direct}; "
                   f"medians of {a.rounds} rounds (samples/s, the process's CPU s in the median epoch)")
             for name in ("stream", "batch"):
                 r = out[name]

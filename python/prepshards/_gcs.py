@@ -25,7 +25,9 @@ the object and the fix.
 """
 
 import collections
+import errno
 import hashlib
+import mmap
 import http.client
 import json
 import os
@@ -35,6 +37,11 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
 from .errors import ShardChangedError, ShardError, ShardIOError, ShardSizeError
+
+
+_O_DIRECT = getattr(os, "O_DIRECT", 0)
+_ALIGN = 4096  # what O_DIRECT needs of buffers, offsets and lengths on the usual file systems
+_START = 4  # requests a plan starts with
 
 
 def is_gs(path):
@@ -207,8 +214,9 @@ class Client:
             c.close()
         self.local.conn = None
 
-    def get(self, url, path, query, headers=None, want=None):
-        """GET with retries: the body (exactly ``want`` bytes when given)."""
+    def get(self, url, path, query, headers=None, want=None, into=None):
+        """GET with retries: the body (exactly ``want`` bytes when given; read into the
+        writable buffer ``into`` when given, and then a memoryview of it)."""
         q = urllib.parse.urlencode(query)
         target = f"{self.root}{path}?{q}"
         delay = 0.05
@@ -224,8 +232,8 @@ class Client:
                 self.requests += 1
                 c.request("GET", target, headers=h)
                 r = c.getresponse()
-                if want is not None and r.status in (200, 206) and r.length == want:
-                    data = self._read_into(r, want)
+                if into is not None and r.status in (200, 206) and r.length == want:
+                    data = _read_into(r, memoryview(into)[:want])
                 else:
                     data = r.read()
             except (OSError, http.client.HTTPException) as e:  # resets, stalls (timeouts), cut replies
@@ -254,22 +262,7 @@ class Client:
         raise ShardIOError(f"{url}: GCS did not answer after {self.retries + 1} tries (last: {last}); "
                            "check the network, or raise PREPSHARDS_GCS_RETRIES / PREPSHARDS_GCS_TIMEOUT")
 
-    def _read_into(self, r, want):
-        """The body, into this thread's reused buffer (a memoryview, valid until its next
-        request): a fresh 8 MiB bytes object a chunk costs its page faults every time."""
-        buf = getattr(self.local, "buf", None)
-        if buf is None or len(buf) < want:
-            buf = self.local.buf = bytearray(want)
-        mv = memoryview(buf)[:want]
-        got = 0
-        while got < want:
-            k = r.readinto(mv[got:])
-            if not k:
-                break
-            got += k
-        return mv[:got]
-
-    def media(self, bucket, name, generation=None, start=None, length=None):
+    def media(self, bucket, name, generation=None, start=None, length=None, into=None):
         q = {"alt": "media"}
         if generation is not None:
             q["generation"] = str(generation)
@@ -277,7 +270,7 @@ class Client:
         if start is not None:
             h["Range"] = f"bytes={start}-{start + length - 1}"
         path = f"/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o/{urllib.parse.quote(name, safe='')}"
-        return self.get(f"gs://{bucket}/{name}", path, q, h, want=length)
+        return self.get(f"gs://{bucket}/{name}", path, q, h, want=length, into=into)
 
     def list(self, bucket, prefix):
         """{name: (size, generation)} of the objects under prefix."""
@@ -296,6 +289,17 @@ class Client:
             token = got.get("nextPageToken")
             if not token:
                 return out
+
+
+def _read_into(r, mv):
+    """Read the body of r into mv; a memoryview of what came."""
+    got = 0
+    while got < len(mv):
+        k = r.readinto(mv[got:])
+        if not k:
+            break
+        got += k
+    return mv[:got]
 
 
 _clients = {}
@@ -382,25 +386,58 @@ class Cache:
         self.lock = threading.Lock()
         self.added = 0
         self.evicted = 0
+        self.direct = _O_DIRECT != 0
 
     def path(self, obj_key, chunk):
         return os.path.join(self.root, obj_key, f"{chunk:08d}")
 
-    def put(self, obj_key, chunk, data):
+    def put(self, obj_key, chunk, buf, n, direct=False):
+        """Store a chunk: the first n bytes of buf. ``direct``: past the page cache
+        (O_DIRECT; buf page-aligned, as mmap's are, with room to the next 4 KiB), for a
+        chunk its reader serves from memory; where the file system refuses, as usual."""
         d = os.path.join(self.root, obj_key)
         os.makedirs(d, exist_ok=True)
         p = self.path(obj_key, chunk)
         tmp = f"{p}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
+        if not (direct and self.direct and self._put_direct(tmp, buf, n)):
+            with open(tmp, "wb") as f:
+                f.write(memoryview(buf)[:n])
         os.replace(tmp, p)  # whole chunks only: a reader never sees a half-written one
         with self.lock:
-            self.added += len(data)
+            self.added += n
             check = self.added > max(self.limit // 16, 1)
             if check:
                 self.added = 0
         if check:
             self.evict()
+
+    def _put_direct(self, tmp, buf, n):
+        """Write buf[:n] to tmp with O_DIRECT: False (nothing left behind) where refused."""
+        padded = memoryview(buf)[:-(-n // _ALIGN) * _ALIGN]  # O_DIRECT writes whole blocks
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_DIRECT | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            self.direct = False  # tmpfs and some FUSE file systems: no O_DIRECT
+            return False
+        try:
+            done = 0
+            while done < len(padded):
+                k = os.write(fd, padded[done:])
+                if k <= 0:
+                    raise OSError(errno.EIO, "the disk took no bytes")
+                done += k
+            os.ftruncate(fd, n)
+        except OSError as e:
+            os.close(fd)
+            os.unlink(tmp)
+            if e.errno != errno.EINVAL:
+                raise
+            self.direct = False  # blocks larger than 4 KiB
+            return False
+        os.close(fd)
+        return True
 
     def evict(self):
         files, total = [], 0
@@ -445,7 +482,7 @@ class RemoteFiles:
         self._pid = None
         self._state = None
         self.chunk = _env_int("PREPSHARDS_GCS_CHUNK", 8 << 20)
-        self.ahead = _env_int("PREPSHARDS_GCS_AHEAD", 32)
+        self.ahead = _env_int("PREPSHARDS_GCS_AHEAD", 16)
         self.threads = _env_int("PREPSHARDS_GCS_THREADS", 16)
         self.cache_root = os.environ.get("PREPSHARDS_CACHE") or os.path.join(
             os.path.expanduser("~"), ".cache", "prepshards")
@@ -530,7 +567,8 @@ class RemoteFiles:
     def stats(self):
         st = self._state
         return {} if st is None else {"requests": client().requests, "fetched": st.fetched,
-                                      "evicted": st.cache.evicted}
+                                      "evicted": st.cache.evicted, "from_memory": st.from_mem,
+                                      "held": len(st.mem), "buffers": st.buffers}
 
 
 def _mtime(path):
@@ -551,7 +589,17 @@ class RemoteFile:
 
 
 class _ReadState:
-    """Per process: the cache, the fetch pool, the planned chunks and open chunk descriptors."""
+    """Per process: the cache, the fetch pool, the planned chunks, chunks held in memory
+    and open chunk descriptors.
+
+    A planned chunk fetched by a process that reads it alone (``direct``)
+    is written to the cache past the page cache and served from its fetch
+    buffer until its planned reads are done: a first epoch then costs one
+    copy of each byte (the socket's), not three (socket, page cache, back
+    out). The buffers are mmaps reused from a free list, so their pages
+    are touched once per process. Other chunks go through the page cache,
+    where DataLoader workers of one rank share them.
+    """
 
     def __init__(self, files):
         self.files = files
@@ -563,6 +611,17 @@ class _ReadState:
         self.fds = collections.OrderedDict()  # chunk -> descriptor, least recently used first
         self.keys = {}
         self.fetched = 0
+        self.from_mem = 0  # reads (per chunk) served from a fetch buffer
+        self.buffers = 0  # fetch buffers made
+        self.direct = _direct_default(sum(int(s["bytes"]) for s in files._shards))
+        self.refs = {}  # planned chunk -> reads planned in it
+        self.span = {}  # planned chunk -> (its first planned read, its last), positions in the plan
+        # chunk -> [buffer, bytes, reads left, read yet], least recently used first
+        self.mem = collections.OrderedDict()
+        self.unread = 0  # chunks in mem not read yet: prefetched, as the futures in inflight are
+        self.free = []  # fetch buffers not in use
+        self.most = files.ahead + 16  # chunks held in memory at most (prefetched, and being read)
+        self.window = files.ahead  # chunks prefetched at most now: see plan
 
     def key(self, k):
         if k not in self.keys:
@@ -577,24 +636,57 @@ class _ReadState:
 
     def plan(self, ranges):
         c = self.files.chunk
-        seen, order = set(), []
-        for k, off, n in ranges:
+        refs, span = {}, {}
+        for at, (k, off, n) in enumerate(ranges):
             if n <= 0:
                 continue
             for ch in range(off // c, (off + n - 1) // c + 1):
-                if (k, ch) not in seen:
-                    seen.add((k, ch))
-                    order.append((k, ch))
+                if (k, ch) not in refs:
+                    refs[k, ch] = 0
+                    span[k, ch] = (at, at)
+                refs[k, ch] += 1
+                span[k, ch] = (span[k, ch][0], at)
         with self.lock:
-            self.queue = collections.deque(order)
+            self.queue = collections.deque(refs)  # first-read order
+            self.refs, self.span = refs, span
+            # start with a few requests, one more as each arrives: the first chunks, which
+            # the reader waits for, do not share the link with `ahead` others
+            self.window = min(_START, self.files.ahead)
+            for ch, e in list(self.mem.items()):  # held for an earlier plan
+                e[2] = refs.get(ch, 0)
+                if e[2] <= 0:
+                    self._release(ch)
             self._pump()
 
     def _pump(self):  # under self.lock
-        while len(self.inflight) < self.files.ahead and self.queue:
+        while len(self.inflight) + self.unread < self.window and self.queue:
             ch = self.queue.popleft()
-            if ch in self.inflight or os.path.exists(self.cache.path(self.key(ch[0]), ch[1])):
+            if ch in self.inflight or ch in self.mem or os.path.exists(self.cache.path(self.key(ch[0]), ch[1])):
                 continue
             self.inflight[ch] = self.pool.submit(self._fetch, ch)
+
+    # -- fetch buffers (under self.lock) --------------------------------------
+
+    def _take(self):
+        if self.free:
+            return self.free.pop()
+        self.buffers += 1
+        return mmap.mmap(-1, -(-self.files.chunk // _ALIGN) * _ALIGN, flags=mmap.MAP_PRIVATE)  # page-aligned, for O_DIRECT
+
+    def _release(self, ch):
+        e = self.mem.pop(ch)
+        if not e[3]:
+            self.unread -= 1
+        self.free.append(e[0])
+
+    def _hold(self, ch, buf, n):
+        """Keep a fetched chunk in memory for its planned reads; the least recently
+        used beyond ``most`` go (their reads then come from the cache file)."""
+        self.mem[ch] = [buf, n, self.refs.get(ch, 0), False]
+        self.unread += 1
+        self.inflight.pop(ch, None)  # fetched: prefetch is now bounded by unread
+        while len(self.mem) > self.most:
+            self._release(next(iter(self.mem)))
 
     def _fetch(self, ch):
         k, i = ch
@@ -613,6 +705,9 @@ class _ReadState:
                 time.sleep(0.005)
             if os.path.exists(p):
                 return True
+        with self.lock:
+            buf = self._take()
+            keep = self.direct and self.refs.get(ch, 0) > 0
         try:
             s = self.files._shards[k]
             bucket, name = split(s["path"])
@@ -620,19 +715,32 @@ class _ReadState:
             start = i * c
             n = min(c, int(s["bytes"]) - start)
             try:
-                data = client().media(bucket, name, self.files._ident[k][0], start, n)
+                client().media(bucket, name, self.files._ident[k][0], start, n, into=buf)
             except _HTTPError:
                 raise self.files._changed(k, "was replaced or removed (its generation is gone)") from None
-            self.cache.put(self.key(k), i, data)
+            self.cache.put(self.key(k), i, buf, n, direct=keep)
             self.fetched += 1
+            with self.lock:
+                self.window = min(self.window + 1, self.files.ahead)
+                if keep:
+                    self._hold(ch, buf, n)
+                    buf = None
+                self._pump()
         finally:
+            if buf is not None:
+                with self.lock:
+                    self.free.append(buf)
             try:
                 os.unlink(lock)
             except FileNotFoundError:
                 pass
         return True
 
+    # -- reading --------------------------------------------------------------
+
     def _open(self, ch):
+        """A descriptor of the chunk's cache file, fetching it first if needed; None when
+        the fetch left it in memory."""
         fd = self.fds.get(ch)
         if fd is not None:
             self.fds.move_to_end(ch)
@@ -648,7 +756,7 @@ class _ReadState:
                         if first == ch:
                             fut = f
                             break
-                if fut is None and not os.path.exists(p):
+                if fut is None and ch not in self.mem and not os.path.exists(p):
                     # not planned (map-style access): fetch it, and the next chunks of the object
                     nxt = [(ch[0], j) for j in range(ch[1] + 1, min(ch[1] + 1 + self.files.ahead // 4,
                                                                     self.nchunks(ch[0])))]
@@ -658,6 +766,8 @@ class _ReadState:
                 self._pump()
             if fut is not None:
                 fut.result()
+            if ch in self.mem:
+                return None
             try:
                 fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             except FileNotFoundError:
@@ -671,6 +781,37 @@ class _ReadState:
         raise ShardIOError(f"{self.files._shards[ch[0]]['path']}: chunk {ch[1]} was evicted from the cache "
                            f"({self.cache.root}) as soon as it was fetched; raise PREPSHARDS_CACHE_BYTES")
 
+    def _from_mem(self, ch, dst, at, path):
+        """Copy the chunk's bytes at..at+len(dst) from memory into dst: False if not held."""
+        with self.lock:
+            e = self.mem.get(ch)
+            if e is None:
+                return False
+            if at + len(dst) > e[1]:
+                raise ShardIOError(f"{path}: chunk {ch[1]} from GCS is short; read again")
+            dst[:] = memoryview(e[0])[at:at + len(dst)]
+            self.from_mem += 1
+            first = not e[3]
+            if first:
+                e[3] = True
+                self.unread -= 1
+            e[2] -= 1
+            if e[2] <= 0:  # its planned reads are done
+                self._release(ch)
+            else:
+                self.mem.move_to_end(ch)
+            if first:
+                self._reached(ch)
+            return True
+
+    def _reached(self, ch):  # under self.lock
+        """The reader got to ch: chunks whose planned reads all come before ch's first are done
+        (a crop reads part of a sample, so counting reads alone would keep some)."""
+        first = self.span.get(ch, (-1,))[0]
+        for old in [o for o in self.mem if self.span.get(o, (first,))[1] < first]:
+            self._release(old)
+        self._pump()
+
     def read(self, k, mv, offset, path):
         c = self.files.chunk
         n = len(mv)
@@ -678,10 +819,15 @@ class _ReadState:
         while done < n:
             pos = offset + done
             ch = (k, pos // c)
-            fd = self.fds.get(ch)  # the common case: a chunk already open
-            if fd is None:
-                fd = self._open(ch)
             m = min(n - done, c - pos % c)
+            fd = self.fds.get(ch)  # the common cases: a chunk already open, or in memory
+            if fd is None:
+                if self.mem and self._from_mem(ch, mv[done:done + m], pos % c, path):
+                    done += m
+                    continue
+                fd = self._open(ch)
+                if fd is None:
+                    continue  # fetched into memory just now
             got = os.preadv(fd, [mv[done:done + m]], pos % c)
             if got != m:
                 raise ShardIOError(f"{path}: cached chunk {ch[1]} in {self.cache.root} is short; "
@@ -696,4 +842,27 @@ class _ReadState:
                 pass
         self.fds.clear()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        with self.lock:
+            self.mem.clear()
+            self.free.clear()
 
+
+def _direct_default(total):
+    """Whether planned chunks skip the page cache and are served from their fetch buffers
+    (see _ReadState): ``PREPSHARDS_GCS_DIRECT`` 1 or 0; else (auto) when this process is
+    not one of several DataLoader workers (which share chunks through the page cache) and
+    the shards, ``total`` bytes, are more than half the RAM (so their pages would not stay
+    cached until the next epoch: writing them there only costs copies)."""
+    v = os.environ.get("PREPSHARDS_GCS_DIRECT", "auto")
+    if v not in ("auto", "0", "1"):
+        raise ShardError(f"$PREPSHARDS_GCS_DIRECT={v!r}: give auto, 0 or 1")
+    if v != "auto":
+        return v == "1"
+    from . import _torch  # noqa: PLC0415
+    if _torch.worker_info()[1] > 1:
+        return False
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return False
+    return total > ram // 2

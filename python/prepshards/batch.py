@@ -133,7 +133,7 @@ class BatchReader:
         slot = 0
         runs, filled = [], 0
         segments = self._segments()
-        self._ss.plan_runs(segments)  # shards on gs://: fetch in this order
+        self._ss.plan_runs(segments, self.fields)  # shards on gs://: fetch in this order
         for k, start, stop in segments:
             while start < stop:
                 n = min(stop - start, b - filled)

@@ -599,9 +599,10 @@ class ShardSet:
             pread_into(self.files.fd(k), mv, off, self.manifest.shards[k]["path"])
             yield mv
 
-    def plan_reads(self, gids):
-        """Tell a remote shard set the samples to come (global indices, in read order), so chunks
-        are fetched in that order; local shards need nothing."""
+    def plan_reads(self, gids, fields=None):
+        """Tell a remote shard set the samples to come (global indices, in read order) and the
+        fields read of them (None: all), so chunks are fetched in that order; local shards need
+        nothing."""
         if not self.remote or not len(gids):
             return
         gids = np.asarray(gids, np.int64)
@@ -610,11 +611,12 @@ class ShardSet:
             _, first = np.unique(ks, return_index=True)  # tar: the header scan reads the whole shard
             self.files.whole(ks[np.sort(first)].tolist())
             return
-        self.plan_runs([(int(k), int(j), int(j) + 1) for k, j in zip(ks, gids - self.starts[ks])])
+        self.plan_runs([(int(k), int(j), int(j) + 1) for k, j in zip(ks, gids - self.starts[ks])], fields)
 
-    def plan_runs(self, runs):
-        """As plan_reads, for (shard, start, stop) runs of samples (HDF5: the bytes of those samples,
-        each shard's labels and keys first; ragged fields: the whole shard)."""
+    def plan_runs(self, runs, fields=None):
+        """As plan_reads, for (shard, start, stop) runs of samples (HDF5: the bytes of those samples'
+        fields, each shard's labels first; ragged fields: the whole shard). The plan is what is
+        read: a chunk held in memory for it is let go once its planned reads are done."""
         if not self.remote:
             return
         if self.manifest.format != "hdf5":
@@ -629,14 +631,13 @@ class ShardSet:
             s = self.shards[k]
             if k not in opened:
                 opened.add(k)
-                for n in ("labels", "keys"):
-                    d = s.by_name.get(n)
-                    if d is not None and d["offset"] >= 0:
-                        ranges.append((k, d["offset"], d["size"]))
+                d = s.by_name.get("labels")
+                if d is not None and d["offset"] >= 0:
+                    ranges.append((k, d["offset"], d["size"]))
                 if any(f.ragged for f in s.field.values()):
                     ranges.append((k, 0, int(s.info["bytes"])))
             for f in s.field.values():
-                if not f.ragged and f.offset >= 0 and f.sample_nbytes:
+                if (fields is None or f.name in fields) and not f.ragged and f.offset >= 0 and f.sample_nbytes:
                     ranges.append((k, f.offset + a * f.sample_nbytes, (b - a) * f.sample_nbytes))
         self.files.plan(ranges)
 

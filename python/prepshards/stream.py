@@ -186,7 +186,7 @@ class ShardStream(ManifestInfo, _torch.IterBase):
 
     def _read(self, gids):
         """Read stage: (position, (g, sample, label)) for global indices in read order."""
-        self._ss.plan_reads(gids)  # shards on gs://: fetch in this order
+        self._ss.plan_reads(gids, self.fields)  # shards on gs://: fetch in this order
         for p, g in enumerate(gids):
             yield p, (g,) + self._read_one(g)
 

@@ -155,3 +155,114 @@ def test_listing_beside_the_manifest_used_once_and_fresh(shards, serve, monkeypa
     calls.clear()
     ps.ShardDataset("gs://b/h5")
     assert calls == ["h5/", "h5/"], "a stale early listing is not used"
+
+
+@pytest.mark.parametrize("direct", ["1", "0"])
+def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, direct):
+    """A process reading its plan alone serves the chunks from the buffers they were fetched
+    into and writes them to the cache past the page cache (O_DIRECT); the buffers are
+    reused, bounded, and all let go when the epoch's planned reads are done. The cache
+    files then hold the objects' exact bytes (O_DIRECT writes whole 4 KiB blocks: the last
+    chunk is cut back to its size)."""
+    from prepshards import _gcs
+    monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", direct)
+    monkeypatch.setenv("PREPSHARDS_GCS_CHUNK", str(16 << 10))
+    monkeypatch.setenv("PREPSHARDS_GCS_AHEAD", "4")
+    puts = []
+    orig = _gcs.Cache._put_direct
+    monkeypatch.setattr(_gcs.Cache, "_put_direct", lambda self, *a: puts.append(orig(self, *a)) or puts[-1])
+    serve({"h5": shards["img_h5"]})
+    remote = ps.ShardStream("gs://b/h5", yield_index=True, seed=3, buffer_size=7, interleave=3)
+    local = ps.ShardStream(shards["img_h5"], yield_index=True, seed=3, buffer_size=7, interleave=3)
+    assert [(g, x.tobytes(), y) for x, y, g in remote] == [(g, x.tobytes(), y) for x, y, g in local]
+    st = remote._ss.files.stats()
+    if direct == "1":
+        assert puts and all(puts), "every planned chunk written with O_DIRECT"
+        assert st["from_memory"] > 0 and st["held"] == 0, st
+        assert st["buffers"] <= 4 + 3 + 1, f"prefetch (4) and the 3 lanes being read bound the buffers: {st}"
+    else:
+        assert not puts and st["from_memory"] == 0, st
+    state, c, files = remote._ss.files._state, 16 << 10, 0
+    for k, s in enumerate(remote._ss.manifest.shards):
+        want = open(os.path.join(shards["img_h5"], os.path.basename(s["path"])), "rb").read()
+        for i in range(-(-len(want) // c)):
+            p = state.cache.path(state.key(k), i)
+            if os.path.exists(p):
+                files += 1
+                assert open(p, "rb").read() == want[i * c:(i + 1) * c], (s["path"], i)
+    assert files >= len(remote._ss.manifest.shards)
+    # a second epoch reads the cache files: the same samples again, nothing fetched
+    fetched = st["fetched"]
+    remote.set_epoch(0)
+    assert [(g, x.tobytes(), y) for x, y, g in remote] == [(g, x.tobytes(), y) for x, y, g in local]
+    assert remote._ss.files.stats()["fetched"] == fetched
+
+
+def test_cache_put_direct(tmp_path):
+    """O_DIRECT writes whole 4 KiB blocks: a chunk of another size is cut back to its bytes."""
+    import mmap
+    from prepshards import _gcs
+    buf = mmap.mmap(-1, 16384, flags=mmap.MAP_PRIVATE)
+    buf[:] = os.urandom(16384)
+    cache = _gcs.Cache(str(tmp_path / "c"), 1 << 30)
+    try:  # does this file system take O_DIRECT at all?
+        os.close(os.open(tmp_path / "probe", os.O_WRONLY | os.O_CREAT | _gcs._O_DIRECT))
+        takes = True
+    except OSError:
+        takes = False
+    for n in (10000, 16384, 1):
+        cache.put("obj", n, buf, n, direct=True)
+        assert open(cache.path("obj", n), "rb").read() == buf[:n]
+    assert cache.direct == takes
+
+
+def test_no_o_direct_falls_back(shards, serve, monkeypatch):
+    """Where the cache's file system refuses O_DIRECT (tmpfs on older kernels, some FUSE),
+    chunks are written as usual and still read from memory."""
+    import errno
+    from prepshards import _gcs
+    real = os.open
+
+    def no_direct(path, flags, *a):
+        if flags & _gcs._O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(path, flags, *a)
+    monkeypatch.setattr(_gcs.os, "open", no_direct)
+    monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", "1")
+    serve({"h5": shards["img_h5"]})
+    r = ps.BatchReader("gs://b/h5", 5)
+    got = [(d.copy(), y.copy()) for d, y in r]
+    want = [(d.copy(), y.copy()) for d, y in ps.BatchReader(shards["img_h5"], 5)]
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(got, want))
+    assert len(got) == len(want)
+    st = r._ss.files._state
+    assert not st.cache.direct and st.from_mem > 0
+
+
+def test_direct_in_dataloader_workers(shards, serve, monkeypatch):
+    """Forced on in DataLoader workers, which share chunks: a worker waiting for a chunk
+    another fetched reads the file written past the page cache."""
+    need("torch")
+    from torch.utils.data import DataLoader
+    monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", "1")
+    serve({"h5": shards["img_h5"]})
+    s = ps.ShardStream("gs://b/h5", yield_index=True, batch_size=2)
+    got = {int(g): x for xb, _, gb in DataLoader(s, batch_size=2, num_workers=2) for x, g in zip(xb, gb)}
+    local = ps.ShardDataset(shards["img_h5"])
+    assert sorted(got) == sorted(s.plan().tolist())
+    assert all(np.array_equal(got[g].numpy(), local[g][0]) for g in got)
+
+
+def test_direct_setting(monkeypatch):
+    """auto: past the page cache when the shards are more than half the RAM, and not in
+    one of several DataLoader workers (they share chunks through the page cache)."""
+    from prepshards import _gcs, _torch
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert _gcs._direct_default(ram // 2 + 1) and not _gcs._direct_default(ram // 2)
+    monkeypatch.setattr(_torch, "worker_info", lambda: (0, 2))
+    assert not _gcs._direct_default(ram)
+    monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", "1")
+    assert _gcs._direct_default(0)
+    monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", "yes")
+    with pytest.raises(ps.ShardError, match=r"PREPSHARDS_GCS_DIRECT='yes': give auto, 0 or 1"):
+        _gcs._direct_default(0)
