@@ -14,8 +14,12 @@ fetched by a per-process pool of ``PREPSHARDS_GCS_THREADS`` (16) threads
 into ``PREPSHARDS_CACHE`` (default ~/.cache/prepshards) and read from
 there with pread. Readers that know their order (ShardStream, BatchReader)
 hand it over first, so chunks arrive in the order the rank reads them,
-up to ``PREPSHARDS_GCS_AHEAD`` (32) chunks ahead; otherwise each read
-prefetches the next chunks of the same object. The cache is capped at
+up to ``PREPSHARDS_GCS_AHEAD`` (16) chunks ahead (a plan starts with 4
+requests, one more as each arrives); otherwise each read prefetches the
+next chunks of the same object. Shards over half the RAM, read by one
+process (``PREPSHARDS_GCS_DIRECT``, see _ReadState), skip the page cache:
+chunks are served from the buffers they were fetched into and written to
+the cache with O_DIRECT. The cache is capped at
 ``PREPSHARDS_CACHE_BYTES`` (10 GiB): past it, the least recently used
 chunk files are deleted (an open one stays readable to its reader).
 Requests that fail with 408/429/5xx, a reset or a stall
@@ -27,14 +31,16 @@ the object and the fix.
 import collections
 import errno
 import hashlib
-import mmap
 import http.client
 import json
+import mmap
 import os
 import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 from .errors import ShardChangedError, ShardError, ShardIOError, ShardSizeError
 
@@ -568,7 +574,7 @@ class RemoteFiles:
         st = self._state
         return {} if st is None else {"requests": client().requests, "fetched": st.fetched,
                                       "evicted": st.cache.evicted, "from_memory": st.from_mem,
-                                      "held": len(st.mem), "buffers": st.buffers}
+                                      "held": len(st.mem), "buffers": st.buffers, "loaded": st.loaded}
 
 
 def _mtime(path):
@@ -592,13 +598,15 @@ class _ReadState:
     """Per process: the cache, the fetch pool, the planned chunks, chunks held in memory
     and open chunk descriptors.
 
-    A planned chunk fetched by a process that reads it alone (``direct``)
-    is written to the cache past the page cache and served from its fetch
-    buffer until its planned reads are done: a first epoch then costs one
-    copy of each byte (the socket's), not three (socket, page cache, back
-    out). The buffers are mmaps reused from a free list, so their pages
-    are touched once per process. Other chunks go through the page cache,
-    where DataLoader workers of one rank share them.
+    ``direct`` (see _direct_default): a planned chunk is fetched into a
+    buffer and written to the cache past the page cache (O_DIRECT), or, if
+    cached, read from there the same way, and served from that buffer until
+    its planned reads are done (or the reader is past them). An epoch then
+    costs one copy of each byte by the CPU (from the socket; none from the
+    disk), not three (socket, page cache, back out) or two. The buffers are
+    mmaps reused from a free list, so their pages are touched once per
+    process. Otherwise chunks go through the page cache, where DataLoader
+    workers of one rank share them and the next epoch finds them.
     """
 
     def __init__(self, files):
@@ -612,6 +620,7 @@ class _ReadState:
         self.keys = {}
         self.fetched = 0
         self.from_mem = 0  # reads (per chunk) served from a fetch buffer
+        self.loaded = 0  # chunks read from the cache into a buffer
         self.buffers = 0  # fetch buffers made
         self.direct = _direct_default(sum(int(s["bytes"]) for s in files._shards))
         self.refs = {}  # planned chunk -> reads planned in it
@@ -661,8 +670,10 @@ class _ReadState:
     def _pump(self):  # under self.lock
         while len(self.inflight) + self.unread < self.window and self.queue:
             ch = self.queue.popleft()
-            if ch in self.inflight or ch in self.mem or os.path.exists(self.cache.path(self.key(ch[0]), ch[1])):
+            if ch in self.inflight or ch in self.mem:
                 continue
+            if not self._keeps(ch) and os.path.exists(self.cache.path(self.key(ch[0]), ch[1])):
+                continue  # read from the file when its turn comes
             self.inflight[ch] = self.pool.submit(self._fetch, ch)
 
     # -- fetch buffers (under self.lock) --------------------------------------
@@ -688,9 +699,57 @@ class _ReadState:
         while len(self.mem) > self.most:
             self._release(next(iter(self.mem)))
 
+    def _keeps(self, ch):
+        """Whether chunk ch is held in memory once fetched or loaded (see the class)."""
+        return self.direct and self.refs.get(ch, 0) > 0
+
+    def _load(self, ch, p):
+        """Read a cached chunk into a buffer past the page cache and hold it: False (nothing
+        held) when it is not in the cache or not whole."""
+        try:
+            try:
+                fd = os.open(p, os.O_RDONLY | (_O_DIRECT if self.cache.direct else 0) | os.O_CLOEXEC)
+            except OSError as e:
+                if e.errno != errno.EINVAL:
+                    raise
+                self.cache.direct = False  # no O_DIRECT here: through the page cache
+                fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        with self.lock:
+            buf = self._take()
+        try:
+            k, i = ch
+            c = self.files.chunk
+            n = min(c, int(self.files._shards[k]["bytes"]) - i * c)
+            if os.fstat(fd).st_size != n:
+                return False  # being replaced, or cut: fetch it again
+            mv, got = memoryview(buf), 0
+            while got < n:  # O_DIRECT reads whole blocks: the last one stops at the end
+                r = os.preadv(fd, [mv[got:-(-n // _ALIGN) * _ALIGN]], got)
+                if r <= 0:
+                    return False
+                got += r
+            os.utime(fd)  # recently used: evicted last
+            with self.lock:
+                self._hold(ch, buf, n)
+                buf = None
+                self._pump()
+            self.loaded += 1
+            return True
+        finally:
+            os.close(fd)
+            if buf is not None:
+                with self.lock:
+                    self.free.append(buf)
+
     def _fetch(self, ch):
         k, i = ch
         p = self.cache.path(self.key(k), i)
+        with self.lock:
+            keep = self._keeps(ch)
+        if keep and self._load(ch, p):
+            return True
         # DataLoader workers of one rank read the same shards: the first to
         # take a chunk's lock file fetches it, the others wait for the file
         # (a lock older than a minute is from a process that died: ignored)
@@ -707,7 +766,6 @@ class _ReadState:
                 return True
         with self.lock:
             buf = self._take()
-            keep = self.direct and self.refs.get(ch, 0) > 0
         try:
             s = self.files._shards[k]
             bucket, name = split(s["path"])
@@ -789,7 +847,8 @@ class _ReadState:
                 return False
             if at + len(dst) > e[1]:
                 raise ShardIOError(f"{path}: chunk {ch[1]} from GCS is short; read again")
-            dst[:] = memoryview(e[0])[at:at + len(dst)]
+            # numpy copies without the GIL: the fetch threads go on receiving meanwhile
+            np.copyto(np.frombuffer(dst, np.uint8), np.frombuffer(e[0], np.uint8, len(dst), at))
             self.from_mem += 1
             first = not e[3]
             if first:

@@ -159,11 +159,10 @@ def test_listing_beside_the_manifest_used_once_and_fresh(shards, serve, monkeypa
 
 @pytest.mark.parametrize("direct", ["1", "0"])
 def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, direct):
-    """A process reading its plan alone serves the chunks from the buffers they were fetched
-    into and writes them to the cache past the page cache (O_DIRECT); the buffers are
-    reused, bounded, and all let go when the epoch's planned reads are done. The cache
-    files then hold the objects' exact bytes (O_DIRECT writes whole 4 KiB blocks: the last
-    chunk is cut back to its size)."""
+    """Direct: a process reading its plan alone serves the chunks from the buffers they were
+    fetched (or, from the cache, read) into, and writes them to the cache past the page
+    cache (O_DIRECT); the buffers are reused, bounded, and all let go when the epoch's
+    planned reads are done. The cache files hold the objects' exact bytes."""
     from prepshards import _gcs
     monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", direct)
     monkeypatch.setenv("PREPSHARDS_GCS_CHUNK", str(16 << 10))
@@ -191,11 +190,20 @@ def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, di
                 files += 1
                 assert open(p, "rb").read() == want[i * c:(i + 1) * c], (s["path"], i)
     assert files >= len(remote._ss.manifest.shards)
-    # a second epoch reads the cache files: the same samples again, nothing fetched
+    # a second epoch reads the cache files (past the page cache too, with O_DIRECT): the same
+    # samples again, nothing fetched but a chunk whose file was cut short
     fetched = st["fetched"]
+    if direct == "1":
+        p = state.cache.path(state.key(0), 0)
+        os.truncate(p, 100)
     remote.set_epoch(0)
     assert [(g, x.tobytes(), y) for x, y, g in remote] == [(g, x.tobytes(), y) for x, y, g in local]
-    assert remote._ss.files.stats()["fetched"] == fetched
+    st2 = remote._ss.files.stats()
+    if direct == "1":
+        assert st2["fetched"] == fetched + 1 and st2["loaded"] >= files - 1, st2
+        assert os.path.getsize(p) == 16 << 10
+    else:
+        assert st2["fetched"] == fetched and st2["loaded"] == 0, st2
 
 
 def test_cache_put_direct(tmp_path):

@@ -68,10 +68,17 @@ func main() {
 		log.Fatalf("gcsserver: start fake-gcs-server: %v", err)
 	}
 	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: *bucket})
-	target := &url.URL{Scheme: "http", Host: "fake-gcs-server.invalid"}
-	p := &gcstest.Proxy{FailEvery: *failEvery, StallEvery: *stallEvery, Stall: *stall, Delay: *delay,
-		Transport: gcstest.InProcess(srv.HTTPHandler())}
-	h := p.Handler(target)
+	h := srv.HTTPHandler()
+	if *failEvery > 0 || *stallEvery > 0 {
+		target := &url.URL{Scheme: "http", Host: "fake-gcs-server.invalid"}
+		p := &gcstest.Proxy{FailEvery: *failEvery, StallEvery: *stallEvery, Stall: *stall, Delay: *delay,
+			Transport: gcstest.InProcess(h)}
+		h = p.Handler(target)
+	} else {
+		// latency alone needs no proxy: its pipe and copies would take CPU
+		// from the reader that shares this machine (the benchmark)
+		h = delayed(h, *delay)
+	}
 	var downloads atomic.Int64
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -106,4 +113,20 @@ func reset(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetLinger(0)
 	}
+}
+
+// delayed serves h after d, as a network round trip would.
+func delayed(h http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			h.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	})
 }
