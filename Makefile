@@ -10,7 +10,7 @@ NATIVE := python/prepshards/_window.so
 APT_PKGS := libhdf5-dev hdf5-tools pkg-config gcc ffmpeg sox libsox-fmt-all \
             libjpeg62-turbo-dev libpng-dev libdeflate-dev libwebp-dev libheif-dev libjxl-dev libflac-dev libmpg123-dev libopusfile-dev python3-h5py python3-pil python3-numpy \
             python3-torch python3-torchvision python3-pytest ca-certificates qemu-user-static bash-completion python3-venv \
-            libheif-examples libjxl-tools
+            libheif-examples libjxl-tools python3-cryptography
 # Debian's interpreter, with the python3-* packages above: the Python reader's
 # tests run on it (a python3 earlier on PATH may lack them).
 PYTHON := /usr/bin/python3

@@ -83,14 +83,20 @@ class _Auth:
        ``authorized_user`` (refresh token, what ``gcloud auth
        application-default login`` writes) or ``service_account`` (a key:
        the JWT is signed with the ``cryptography`` package);
-    3. the metadata server (GCE, GKE, Cloud Run, Batch).
-    Tokens are refreshed five minutes before they expire.
+    3. the metadata server (GCE, GKE, Cloud Run, Batch; ``GCE_METADATA_HOST``).
+    Tokens are refreshed five minutes before they expire, and when GCS
+    refuses one (401: revoked, or the clocks disagree), once per request.
     """
 
     def __init__(self, emulated):
         self.emulated = emulated
         self.lock = threading.Lock()
         self.token, self.expiry = None, 0.0
+
+    def invalidate(self):
+        """Forget the token (GCS refused it: expired early, or revoked); the next header fetches one."""
+        with self.lock:
+            self.token = None
 
     def header(self):
         if self.emulated:
@@ -196,8 +202,8 @@ class Client:
         emu = os.environ.get("STORAGE_EMULATOR_HOST")
         if emu:
             self.base = emu if "://" in emu else "http://" + emu
-        else:
-            self.base = "https://storage.googleapis.com"
+        else:  # another endpoint, credentials still sent: Private Service Connect, a proxy
+            self.base = os.environ.get("PREPSHARDS_GCS_ENDPOINT") or "https://storage.googleapis.com"
         u = urllib.parse.urlsplit(self.base)
         self.netloc, self.https, self.root = u.netloc, u.scheme == "https", u.path.rstrip("/")
         self.auth = _Auth(bool(emu))
@@ -227,6 +233,7 @@ class Client:
         target = f"{self.root}{path}?{q}"
         delay = 0.05
         last = None
+        refreshed = False
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(delay)
@@ -260,6 +267,11 @@ class Client:
                 continue
             if r.status == 404:
                 raise _HTTPError(404, data)
+            if r.status == 401 and not refreshed and not self.auth.emulated:
+                refreshed = True  # a token refused once may have expired early: take a new one
+                self.auth.invalidate()
+                self.retried[401] += 1
+                continue
             if r.status in (401, 403):
                 raise ShardIOError(f"{url}: GCS refused access (HTTP {r.status}: {data[:200]!r}); give the "
                                    "credentials (Application Default Credentials) storage.objects.get and "
@@ -315,7 +327,8 @@ def client():
     """This process's client (a new one after a fork: connections are not shared; and when the
     environment that configures it changed)."""
     key = (os.getpid(),) + tuple(os.environ.get(n) for n in (
-        "STORAGE_EMULATOR_HOST", "PREPSHARDS_GCS_TIMEOUT", "PREPSHARDS_GCS_RETRIES"))
+        "STORAGE_EMULATOR_HOST", "PREPSHARDS_GCS_ENDPOINT", "PREPSHARDS_GCS_TIMEOUT", "PREPSHARDS_GCS_RETRIES",
+        "GOOGLE_APPLICATION_CREDENTIALS", "GCE_METADATA_HOST", "HOME"))
     c = _clients.get(key)
     if c is None:
         _clients.clear()

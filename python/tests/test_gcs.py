@@ -274,3 +274,178 @@ def test_direct_setting(monkeypatch):
     monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", "yes")
     with pytest.raises(ps.ShardError, match=r"PREPSHARDS_GCS_DIRECT='yes': give auto, 0 or 1"):
         _gcs._direct_default(0)
+
+
+# -- Application Default Credentials, against a token server and a bucket that wants them --
+
+class TokenServer:
+    """An OAuth token endpoint (/token: refresh tokens, service-account JWTs, checked) and a
+    GCE metadata server, on loopback. ``tokens``: the access tokens it hands out in turn
+    (the last one again once they run out); ``calls``: the grants it answered."""
+
+    def __init__(self):
+        import http.server
+        import threading
+        self.tokens, self.life, self.calls, self.public_key, self.uri = ["tok-1"], 3600, [], None, None
+        me = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def reply(self, code, body):
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def token(self, grant):
+                me.calls.append(grant)
+                tok = me.tokens.pop(0) if len(me.tokens) > 1 else me.tokens[0]
+                self.reply(200, {"access_token": tok, "expires_in": me.life, "token_type": "Bearer"})
+
+            def do_GET(self):
+                if self.path == "/computeMetadata/v1/instance/service-accounts/default/token" and \
+                        self.headers.get("Metadata-Flavor") == "Google":
+                    return self.token("metadata")
+                self.reply(404, {"error": "not_found"})
+
+            def do_POST(self):
+                import urllib.parse
+                form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                grant = form.get("grant_type", [""])[0]
+                if grant == "refresh_token" and form.get("refresh_token") == ["r1"] and \
+                        form.get("client_id") == ["c1"] and form.get("client_secret") == ["s1"]:
+                    return self.token("refresh_token")
+                if grant == "urn:ietf:params:oauth:grant-type:jwt-bearer" and me.jwt_ok(form["assertion"][0]):
+                    return self.token("jwt")
+                self.reply(400, {"error": "invalid_grant"})
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.host = f"127.0.0.1:{self.srv.server_address[1]}"
+        self.url = f"http://{self.host}"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def jwt_ok(self, jwt):
+        """A service account's assertion: RS256-signed by the key, for this endpoint, read-only."""
+        import base64
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+
+        def unb64(s):
+            return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+        head, claims, sig = jwt.split(".")
+        try:
+            self.public_key.verify(unb64(sig), f"{head}.{claims}".encode(), padding.PKCS1v15(), hashes.SHA256())
+        except InvalidSignature:
+            return False
+        c = json.loads(unb64(claims))
+        return (json.loads(unb64(head))["alg"] == "RS256" and c["iss"] == "sa@p.iam.gserviceaccount.com"
+                and c["aud"] == self.uri and c["scope"] == "https://www.googleapis.com/auth/devstorage.read_only"
+                and c["iat"] <= time.time() + 5 < c["exp"])
+
+    def close(self):
+        self.srv.shutdown()
+
+
+@pytest.fixture
+def adc(serve, shards, tmp_path, monkeypatch):
+    """A bucket that wants the token tok-1 (its server at PREPSHARDS_GCS_ENDPOINT: no emulator,
+    so credentials are sent), a token server, and no credentials anywhere yet."""
+    from prepshards import _gcs
+    srv = serve({"h5": shards["img_h5"]}, "-token", "tok-1")
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST")
+    monkeypatch.setenv("PREPSHARDS_GCS_ENDPOINT", srv.url)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")  # nothing listens there
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    ts = TokenServer()
+    ts.uri = ts.url + "/token"
+    _gcs._clients.clear()
+    yield ts
+    ts.close()
+
+
+def write_json(path, obj):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    return str(path)
+
+
+@pytest.mark.parametrize("where", ["GOOGLE_APPLICATION_CREDENTIALS", "gcloud"])
+def test_adc_authorized_user(adc, shards, tmp_path, monkeypatch, where):
+    """`gcloud auth application-default login`'s file, named by the variable or in gcloud's
+    folder: its refresh token buys one access token, which every request then carries."""
+    cred = {"type": "authorized_user", "refresh_token": "r1", "client_id": "c1", "client_secret": "s1",
+            "token_uri": adc.uri}
+    if where == "gcloud":
+        write_json(tmp_path / "home" / ".config" / "gcloud" / "application_default_credentials.json", cred)
+    else:
+        monkeypatch.setenv(where, write_json(tmp_path / "adc.json", cred))
+    same_as_local("gs://b/h5", shards["img_h5"])
+    assert adc.calls == ["refresh_token"], "one token, kept until five minutes before it expires"
+
+
+def test_adc_service_account_key(adc, shards, tmp_path, monkeypatch):
+    """A service account key: a JWT signed with its private key, exchanged for a token."""
+    need("cryptography")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    adc.public_key = key.public_key()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", write_json(tmp_path / "sa.json", {
+        "type": "service_account", "client_email": "sa@p.iam.gserviceaccount.com", "private_key_id": "k1",
+        "private_key": pem, "token_uri": adc.uri}))
+    same_as_local("gs://b/h5", shards["img_h5"])
+    assert adc.calls == ["jwt"]
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # a key the account does not have
+    adc.public_key = other.public_key()
+    from prepshards import _gcs
+    _gcs._clients.clear()
+    with pytest.raises(ps.ShardIOError, match=r"sa.json: exchanging the credentials for a token at "
+                       r"http://127.0.0.1:\d+/token failed \(HTTP 400"):
+        ps.ShardDataset("gs://b/h5")
+
+
+def test_adc_metadata_server_and_refresh(adc, shards, monkeypatch):
+    """No key file: the metadata server's token (GCE, GKE, Batch). A token refused with 401
+    (expired early) is replaced once; one that lives 5 minutes is taken anew each request."""
+    from prepshards import _gcs
+    monkeypatch.setenv("GCE_METADATA_HOST", adc.host)
+    adc.tokens = ["tok-stale", "tok-1"]
+    same_as_local("gs://b/h5", shards["img_h5"])
+    # the manifest and the listing beside it are both in flight with the stale token
+    assert adc.calls == ["metadata", "metadata"] and 1 <= _gcs.client().retried[401] <= 2
+    _gcs._clients.clear()
+    adc.calls.clear()
+    adc.life = 300  # within the five-minute margin from the start
+    ds = ps.ShardDataset("gs://b/h5")
+    ds.check_unchanged()  # a listing: one more request
+    ds.check_unchanged()
+    assert len(adc.calls) == _gcs.client().requests == 4
+
+
+def test_adc_refused_and_missing(adc, tmp_path, monkeypatch):
+    """Errors that name the fix: a token the bucket refuses twice, no credentials anywhere,
+    a credentials file of another kind."""
+    from prepshards import _gcs
+    monkeypatch.setenv("GCE_METADATA_HOST", adc.host)
+    adc.tokens = ["tok-wrong"]
+    with pytest.raises(ps.ShardIOError, match=r"gs://b/h5/manifest.json: GCS refused access \(HTTP 401.*"
+                       r"give the credentials \(Application Default Credentials\) storage.objects.get"):
+        ps.ShardDataset("gs://b/h5")
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")
+    _gcs._clients.clear()
+    with pytest.raises(ps.ShardIOError, match=r"no Google credentials: \$\{GOOGLE_APPLICATION_CREDENTIALS\} is "
+                       r"unset, .*application_default_credentials.json does not exist and the metadata server "
+                       r"\(127.0.0.1:9\) did not answer .*gcloud auth application-default login"):
+        ps.ShardDataset("gs://b/h5")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", write_json(tmp_path / "x.json", {"type": "external_account"}))
+    with pytest.raises(ps.ShardIOError, match=r"x.json: credentials of type 'external_account' are not supported"):
+        ps.ShardDataset("gs://b/h5")

@@ -34,6 +34,7 @@ func main() {
 	stallEvery := flag.Int("stall-every", 0, "stall every n-th request (a download after half its body)")
 	stall := flag.Duration("stall", 0, "how long a stall lasts")
 	resetEvery := flag.Int("reset-every", 0, "reset the connection after half the body of every n-th download")
+	token := flag.String("token", "", "answer 401 to requests without the header Authorization: Bearer TOKEN")
 	flag.Parse()
 
 	var objs []fakestorage.Object
@@ -78,6 +79,9 @@ func main() {
 		// latency alone needs no proxy: its pipe and copies would take CPU
 		// from the reader that shares this machine (the benchmark)
 		h = delayed(h, *delay)
+	}
+	if *token != "" {
+		h = authorized(h, "Bearer "+*token)
 	}
 	var downloads atomic.Int64
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -128,5 +132,19 @@ func delayed(h http.Handler, d time.Duration) http.Handler {
 			h.ServeHTTP(w, r)
 		case <-r.Context().Done():
 		}
+	})
+}
+
+// authorized serves h to requests bearing the header Authorization: want,
+// and answers the others 401 as GCS does for a missing or expired token.
+func authorized(h http.Handler, want string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != want {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":{"code":401,"message":"Invalid Credentials"}}`)
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }
