@@ -48,6 +48,7 @@ from .errors import ShardChangedError, ShardError, ShardIOError, ShardSizeError
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 _ALIGN = 4096  # what O_DIRECT needs of buffers, offsets and lengths on the usual file systems
 _START = 4  # requests a plan starts with
+_LET_GO = "let go"  # a held chunk released while its buffer was being written
 
 
 def is_gs(path):
@@ -587,7 +588,8 @@ class RemoteFiles:
         st = self._state
         return {} if st is None else {"requests": client().requests, "fetched": st.fetched,
                                       "evicted": st.cache.evicted, "from_memory": st.from_mem,
-                                      "held": len(st.mem), "buffers": st.buffers, "loaded": st.loaded}
+                                      "held": len(st.mem), "buffers": st.buffers, "loaded": st.loaded,
+                                      "from_file": st.from_file}
 
 
 def _mtime(path):
@@ -634,11 +636,12 @@ class _ReadState:
         self.fetched = 0
         self.from_mem = 0  # reads (per chunk) served from a fetch buffer
         self.loaded = 0  # chunks read from the cache into a buffer
+        self.from_file = 0  # reads (per chunk) from a cache file
         self.buffers = 0  # fetch buffers made
         self.direct = _direct_default(sum(int(s["bytes"]) for s in files._shards))
-        self.refs = {}  # planned chunk -> reads planned in it
+        self.refs = {}  # planned chunk -> bytes planned to be read from it (a read may come in parts)
         self.span = {}  # planned chunk -> (its first planned read, its last), positions in the plan
-        # chunk -> [buffer, bytes, reads left, read yet], least recently used first
+        # chunk -> [buffer, bytes, planned bytes left, read yet, being written], least recently used first
         self.mem = collections.OrderedDict()
         self.unread = 0  # chunks in mem not read yet: prefetched, as the futures in inflight are
         self.free = []  # fetch buffers not in use
@@ -666,7 +669,7 @@ class _ReadState:
                 if (k, ch) not in refs:
                     refs[k, ch] = 0
                     span[k, ch] = (at, at)
-                refs[k, ch] += 1
+                refs[k, ch] += min(off + n, (ch + 1) * c) - max(off, ch * c)
                 span[k, ch] = (span[k, ch][0], at)
         with self.lock:
             self.queue = collections.deque(refs)  # first-read order
@@ -701,16 +704,21 @@ class _ReadState:
         e = self.mem.pop(ch)
         if not e[3]:
             self.unread -= 1
-        self.free.append(e[0])
+        if e[4]:
+            e[4] = _LET_GO  # still being written to the cache: the writer frees it
+        else:
+            self.free.append(e[0])
 
-    def _hold(self, ch, buf, n):
+    def _hold(self, ch, buf, n, writing=False):
         """Keep a fetched chunk in memory for its planned reads; the least recently
-        used beyond ``most`` go (their reads then come from the cache file)."""
-        self.mem[ch] = [buf, n, self.refs.get(ch, 0), False]
+        used beyond ``most`` go (their reads then come from the cache file). ``writing``:
+        the buffer is being written to the cache; the entry is returned."""
+        e = self.mem[ch] = [buf, n, self.refs.get(ch, 0), False, writing]
         self.unread += 1
         self.inflight.pop(ch, None)  # fetched: prefetch is now bounded by unread
         while len(self.mem) > self.most:
             self._release(next(iter(self.mem)))
+        return e
 
     def _keeps(self, ch):
         """Whether chunk ch is held in memory once fetched or loaded (see the class)."""
@@ -789,14 +797,20 @@ class _ReadState:
                 client().media(bucket, name, self.files._ident[k][0], start, n, into=buf)
             except _HTTPError:
                 raise self.files._changed(k, "was replaced or removed (its generation is gone)") from None
-            self.cache.put(self.key(k), i, buf, n, direct=keep)
             self.fetched += 1
             with self.lock:
                 self.window = min(self.window + 1, self.files.ahead)
-                if keep:
-                    self._hold(ch, buf, n)
-                    buf = None
+                e = self._hold(ch, buf, n, writing=True) if keep else None
                 self._pump()
+            # held first, written second: the reader need not wait for the disk
+            try:
+                self.cache.put(self.key(k), i, buf, n, direct=keep)
+            finally:
+                if e is not None:
+                    with self.lock:
+                        if e[4] is not _LET_GO:
+                            buf = None  # still held: _release frees it
+                        e[4] = False
         finally:
             if buf is not None:
                 with self.lock:
@@ -867,7 +881,7 @@ class _ReadState:
             if first:
                 e[3] = True
                 self.unread -= 1
-            e[2] -= 1
+            e[2] -= len(dst)
             if e[2] <= 0:  # its planned reads are done
                 self._release(ch)
             else:
@@ -901,6 +915,7 @@ class _ReadState:
                 if fd is None:
                     continue  # fetched into memory just now
             got = os.preadv(fd, [mv[done:done + m]], pos % c)
+            self.from_file += 1
             if got != m:
                 raise ShardIOError(f"{path}: cached chunk {ch[1]} in {self.cache.root} is short; "
                                    "delete the cache folder and read again")

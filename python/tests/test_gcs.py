@@ -177,7 +177,7 @@ def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, di
     st = remote._ss.files.stats()
     if direct == "1":
         assert puts and all(puts), "every planned chunk written with O_DIRECT"
-        assert st["from_memory"] > 0 and st["held"] == 0, st
+        assert st["from_memory"] > 0 and st["from_file"] == 0 and st["held"] == 0, st
         assert st["buffers"] <= 4 + 3 + 1, f"prefetch (4) and the 3 lanes being read bound the buffers: {st}"
     else:
         assert not puts and st["from_memory"] == 0, st
@@ -204,6 +204,21 @@ def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, di
         assert os.path.getsize(p) == 16 << 10
     else:
         assert st2["fetched"] == fetched and st2["loaded"] == 0, st2
+
+
+def test_direct_batches_split_shards(shards, serve, monkeypatch):
+    """BatchReader's batches cut shards in two: a chunk's planned bytes, not its reads, say
+    when it is done, so no chunk is let go before its last batch (and read from the disk)."""
+    monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", "1")
+    monkeypatch.setenv("PREPSHARDS_GCS_CHUNK", str(64 << 10))
+    serve({"h5": shards["img_h5"]})
+    r = ps.BatchReader("gs://b/h5", 5, shuffle=True, seed=4)
+    got = [(d.copy(), y.copy()) for d, y in r]
+    want = [(d.copy(), y.copy()) for d, y in ps.BatchReader(shards["img_h5"], 5, shuffle=True, seed=4)]
+    assert len(got) == len(want) and all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+                                         for a, b in zip(got, want))
+    st = r._ss.files.stats()
+    assert st["from_memory"] > 0 and st["from_file"] == 0 and st["held"] == 0, st
 
 
 def test_cache_put_direct(tmp_path):
