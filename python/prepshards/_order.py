@@ -20,6 +20,8 @@ world size (elastic resume).
 
 import numpy as np
 
+from .errors import ShardError
+
 
 def epoch_order(counts, seed, epoch, shuffle=True, interleave=8, window=1024):
     """(ids, keys): global sample indices in read order, and each one's yield key."""
@@ -110,6 +112,41 @@ def stages(n, keys, history, pad):
         if i + 1 < len(history):
             rem = np.setdiff1d(rem, st.taken(int(took)), assume_unique=False)
     return st
+
+
+# settings a state saved before they existed had: their defaults
+_OLD_DEFAULTS = {"online_recipe": "", "online_seed": 0}
+
+
+def check_settings(state, mine, where, what):
+    """Refuse a saved state whose settings differ from ``mine`` ({name: value}, the reader's)."""
+    for k, v in mine.items():
+        theirs = state.get(k, _OLD_DEFAULTS.get(k))
+        if theirs != v:
+            raise ShardError(f"{where}: cannot resume: the saved {what} had {k}={theirs!r}, this one has "
+                             f"{v!r}; build the {what} with the same settings over the same shards")
+
+
+def resume_history(saved, world, where, per_of):
+    """The stage history to go on from: a saved state's ``stages`` [[world size, samples
+    every rank took], ...], checked, with a stage for ``world`` appended when the last
+    one's differs. ``per_of(history)``: samples per rank in history's last stage; no
+    stage may have taken more."""
+    ok = isinstance(saved, list) and saved and all(
+        isinstance(h, (list, tuple)) and len(h) == 2 and all(isinstance(x, int) for x in h)
+        and h[0] >= 1 and h[1] >= 0 for h in saved)
+    if not ok:
+        raise ShardError(f"{where}: saved stages {saved!r} are not [[world_size, samples], ...]; "
+                         "pass the dict state_dict() returned")
+    history = [list(h) for h in saved]
+    if history[-1][0] != world:
+        history.append([world, 0])  # another world size: cut what is left anew
+    for i in range(len(history)):
+        per = per_of(history[:i + 1])
+        if history[i][1] > per:
+            raise ShardError(f"{where}: saved position {history[i][1]} at world size "
+                             f"{history[i][0]} is past that stage's {per} samples per rank")
+    return history
 
 
 def worker_part(plan, wid, nw, batch_size):

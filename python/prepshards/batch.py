@@ -6,8 +6,12 @@ from . import _torch
 from ._batch import augmented_specs, fill, fixed_specs, online_for
 from .dataset import _select_fields
 from .online import apply_torch
+from ._order import check_settings, resume_history, stages
+from .errors import ShardError
 from .shards import ShardSet
 from .stream import epoch_sequence
+
+_STATE_VERSION = 1
 
 
 class BatchReader:
@@ -33,6 +37,12 @@ class BatchReader:
     remainder dropped, as in ShardStream, unless ``pad=True``);
     ``shuffle=True`` shuffles the shard order per epoch (``set_epoch``),
     not the samples within a shard, to keep reads sequential.
+
+    Resume, at this or another world size, as ShardStream's: the epoch's
+    sequence depends on (seed, epoch, shuffle) only; ``state_dict()``
+    records how many samples every rank took, and a reader that loads it
+    yields the rest of its run (same world size), or the samples not yet
+    taken cut anew into equal runs (another), with the same drop/pad rule.
 
     Online ops (the manifest's ``online_recipe``) are applied to field
     ``data`` as in ShardDataset, drawn from (manifest seed, ``online_seed``,
@@ -68,13 +78,24 @@ class BatchReader:
         self.stored_specs = fixed_specs(self._ss, self.fields)
         self.specs = self.stored_specs if self.online is None else augmented_specs(self.stored_specs, self.online)
         self._ring = None
+        self._fresh()
 
     @property
     def manifest(self):
         return self._ss.manifest
 
+    def _fresh(self):
+        # this epoch's stages: [world size, samples every rank took] each; the last is current
+        self._history = [[self.world_size, 0]]
+        self._seen = 0  # samples yielded by the current pass
+        self._done = False  # a pass finished the epoch
+
     def set_epoch(self, epoch):
-        self.epoch = int(epoch)
+        epoch = int(epoch)
+        if epoch != self.epoch:
+            self._fresh()
+        self.epoch = epoch
+        self._seen = 0
 
     def augment(self, batch, indices, epoch=None):
         """The online ops on a stored uint8 batch tensor of samples ``indices``, on its device."""
@@ -82,13 +103,29 @@ class BatchReader:
             return batch
         return apply_torch(self._online, batch, self.epoch if epoch is None else epoch, indices)
 
+    def _stage(self, history):
+        """The Stage of history's last world size (read order: the epoch's sequence)."""
+        n = self._ss.total
+        return stages(n, np.arange(n, dtype=np.float64), history, self.pad)
+
+    def _per(self):
+        """Samples per rank in the current stage."""
+        if len(self._history) > 1:
+            return self._stage(self._history).per
+        n, w = self._ss.total, self.world_size
+        return -(-n // w) if self.pad else n // w
+
     def _segments(self):
-        """This rank's (shard, start, stop) runs for the epoch, in order."""
+        """This rank's (shard, start, stop) runs for the rest of the epoch's stage, in order."""
         ss = self._ss
-        seq = epoch_sequence(ss, self.epoch, self.seed, self.shuffle)
-        n, w = len(seq), self.world_size
+        start = self._history[-1][1]
+        if len(self._history) > 1:  # resumed at another world size: what is left, cut anew
+            seq = epoch_sequence(ss, self.epoch, self.seed, self.shuffle)
+            st = self._stage(self._history)
+            return _runs(ss.starts, seq[st.pos[st.plan(self.rank)[start:]]])
+        n, w = ss.total, self.world_size
         per = -(-n // w) if self.pad else n // w
-        lo, hi = self.rank * per, (self.rank + 1) * per
+        lo, hi = self.rank * per + start, (self.rank + 1) * per
         # the sequence is made of whole shards: walk them instead of materialising indices
         order = np.arange(len(ss.shards))
         if self.shuffle:
@@ -108,8 +145,8 @@ class BatchReader:
         return segs
 
     def __len__(self):
-        n, w = self._ss.total, self.world_size
-        per = -(-n // w) if self.pad else n // w
+        """Batches the next pass yields (from the resume point, after load_state_dict)."""
+        per = self._per() - (0 if self._done else self._history[-1][1])
         return per // self.batch_size if self.drop_last else -(-per // self.batch_size)
 
     def _buffers(self):
@@ -128,6 +165,9 @@ class BatchReader:
 
     def __iter__(self):
         self._ss.check_unchanged()  # each epoch: refuse shards replaced under the reader
+        if self._done:
+            self._fresh()  # the last pass finished the epoch: this one starts from its beginning
+        self._seen = 0
         ring = self._buffers()
         b = self.batch_size
         slot = 0
@@ -141,11 +181,44 @@ class BatchReader:
                 filled += n
                 start += n
                 if filled == b:
+                    self._seen += b
                     yield self._emit(ring[slot], runs, b)
                     slot = (slot + 1) % len(ring)
                     runs, filled = [], 0
         if filled and not self.drop_last:
+            self._seen += filled
             yield self._emit(ring[slot], runs, filled)
+        self._done = True
+
+    def state_dict(self, samples_seen=None):
+        """Where this epoch stands, to resume from at this or another world size.
+
+        Counts the samples of the batches this pass yielded (``samples_seen``:
+        another count, e.g. the batches a training step finished). An elastic
+        resume needs every rank to have taken the same number; any rank's
+        state then serves every new rank.
+        """
+        history = [list(h) for h in self._history]
+        history[-1][1] += self._seen if samples_seen is None else int(samples_seen)
+        return {"version": _STATE_VERSION, "epoch": self.epoch, "stages": history, "position": history[-1][1],
+                "rank": self.rank, "world_size": self.world_size, **self._settings()}
+
+    def _settings(self):
+        return {"seed": self.seed, "shuffle": self.shuffle, "pad": self.pad, "samples": self._ss.total,
+                "online_recipe": "" if self.online is None else self.online.text, "online_seed": self.online_seed}
+
+    def load_state_dict(self, state):
+        where = self._ss.manifest.path
+        if state.get("version") != _STATE_VERSION or "buffer_size" in state:
+            raise ShardError(f"{where}: {state.get('version')!r} is not a BatchReader state of version "
+                             f"{_STATE_VERSION} (a ShardStream's, or another prepshards'): start the "
+                             "epoch afresh (set_epoch) instead of resuming it")
+        check_settings(state, self._settings(), where, "reader")
+        self._history = resume_history(state.get("stages"), self.world_size, where,
+                                       lambda h: self._stage(h).per)
+        self.epoch = int(state["epoch"])
+        self._seen = 0
+        self._done = False
 
     def _emit(self, bufs, runs, n):
         outs, lab = bufs
@@ -169,6 +242,20 @@ class BatchReader:
 
     def close(self):
         self._ss.close()
+
+
+def _runs(starts, ids):
+    """(shard, start, stop) runs of consecutive global indices ids, in order."""
+    if not len(ids):
+        return []
+    ks = np.searchsorted(starts, ids, side="right") - 1
+    cut = (np.flatnonzero((np.diff(ids) != 1) | (np.diff(ks) != 0)) + 1).tolist()
+    out = []
+    for a, b in zip([0] + cut, cut + [len(ids)]):
+        k = int(ks[a])
+        s0 = int(ids[a] - starts[k])
+        out.append((k, s0, s0 + b - a))
+    return out
 
 
 def iter_batches(path, batch_size, **kwargs):

@@ -4,7 +4,7 @@ import numpy as np
 
 from . import _torch
 from ._batch import online_for, read_augmented
-from ._order import epoch_order, reorder, stages, worker_part
+from ._order import check_settings, epoch_order, reorder, resume_history, stages, worker_part
 from .dataset import _select_fields
 from .online import apply_torch
 from .errors import ShardError
@@ -248,40 +248,24 @@ class ShardStream(ManifestInfo, _torch.IterBase):
             raise ShardError(f"{where}: stream state version {state.get('version')!r} is not "
                              f"{_STATE_VERSION}; it was saved by another prepshards, whose order differs: "
                              "start the epoch afresh (set_epoch) instead of resuming it")
-        mine_online = {"online_recipe": "" if self.online is None else self.online.text,
-                       "online_seed": self.online_seed}
-        for k in ("seed", "shuffle", "buffer_size", "interleave", "pad", "samples", "online_recipe",
-                  "online_seed"):
-            mine = self._ss.total if k == "samples" else mine_online[k] if k in mine_online else getattr(self, k)
-            theirs = state.get(k, {"online_recipe": "", "online_seed": 0}.get(k))
-            if theirs != mine:
-                raise ShardError(
-                    f"{where}: cannot resume: the saved stream had {k}={theirs!r}, "
-                    f"this one has {mine!r}; build the stream with the same settings over the same shards")
-        history = state.get("stages")
-        ok = isinstance(history, list) and history and all(
-            isinstance(h, (list, tuple)) and len(h) == 2 and all(isinstance(x, int) for x in h)
-            and h[0] >= 1 and h[1] >= 0 for h in history)
-        if not ok:
-            raise ShardError(f"{where}: saved stages {history!r} are not [[world_size, samples], ...]; "
-                             "pass the dict state_dict() returned")
-        history = [list(h) for h in history]
-        if history[-1][0] != self.world_size:
-            history.append([self.world_size, 0])  # another world size: cut what is left anew
+        check_settings(state, {
+            "seed": self.seed, "shuffle": self.shuffle, "buffer_size": self.buffer_size,
+            "interleave": self.interleave, "pad": self.pad, "samples": self._ss.total,
+            "online_recipe": "" if self.online is None else self.online.text, "online_seed": self.online_seed,
+        }, where, "stream")
+        epoch = int(state["epoch"])
+
+        def per_of(history):
+            self._history, self.epoch, self._cache = history, epoch, None
+            return self._stage()[1].per
         old = self._history, self.epoch
-        self._history, self.epoch = history, int(state["epoch"])
         try:
-            for i in range(len(history)):  # every stage took at most what it held
-                self._history = history[:i + 1]
-                self._cache = None
-                per = self._stage()[1].per
-                if history[i][1] > per:
-                    raise ShardError(f"{where}: saved position {history[i][1]} at world size "
-                                     f"{history[i][0]} is past that stage's {per} samples per rank")
+            history = resume_history(state.get("stages"), self.world_size, where, per_of)
         except Exception:
             self._history, self.epoch = old
             self._cache = None
             raise
+        self._cache = None
         self._history = history
         self._seen = 0
         self._done = False

@@ -246,3 +246,88 @@ def test_reads_are_sequential_per_shard(shards):
     assert all(v == sorted(v) for v in per.values())
     # three shards run side by side: the first reads already visit more than one
     assert len({ss.locate(g)[0] for g in reads[:6]}) > 1
+
+
+def batches(folder, w, r, bs=3, **kw):
+    return ps.BatchReader(folder, bs, rank=r, world_size=w, shuffle=True, seed=5, return_indices=True, **kw)
+
+
+def take_batches(readers, k):
+    """Every rank takes k batches; what they took, and each rank's state."""
+    took, states = [], []
+    for b in readers:
+        it = iter(b)
+        for _ in range(k):
+            took += next(it)[2].tolist()
+        states.append(b.state_dict())
+    assert all(st["stages"] == states[0]["stages"] for st in states), "any rank's state serves"
+    return took, states
+
+
+@pytest.mark.parametrize("worlds,ks,pad", [([2, 3], [2], False), ([3, 2], [1], True), ([1, 4], [3], False),
+                                           ([2, 5, 1], [1, 1], False), ([4, 4], [2], True),
+                                           ([2, 3, 3], [1, 2], False)])
+def test_batchreader_elastic_resume(shards, worlds, ks, pad):
+    """BatchReader resumes as ShardStream does: at another world size the new ranks together read
+    exactly the samples not yet taken (drop: less the new remainder), equal counts each; a
+    single new rank reads them in the epoch's sequence order."""
+    folder = shards["img_h5"]
+    total = len(ps.ShardDataset(folder))
+    seq = [int(g) for _, _, idx in batches(folder, 1, 0, bs=total) for g in idx]  # the epoch's sequence
+    taken, states = [], None
+    for w, k in zip(worlds, ks + [None]):
+        readers = [batches(folder, w, r, pad=pad) for r in range(w)]
+        for b in readers:
+            if states is not None:
+                b.load_state_dict(states[-1])
+        if k is not None:
+            got, states = take_batches(readers, k)
+            taken += got
+            continue
+        lens = [len(b) for b in readers]
+        parts = [[int(g) for _, _, idx in b for g in idx] for b in readers]
+        assert [len(p) for p in parts] == [len(parts[0])] * w, "equal counts per rank"
+        assert lens == [-(-len(parts[0]) // 3)] * w, "len(): the batches the pass yields"
+        left = [g for g in seq if g not in set(taken)]
+        rest = sum(parts, [])
+        if pad:
+            assert set(rest) == set(left) and len(parts[0]) == -(-len(left) // w)
+        else:
+            assert len(parts[0]) == len(left) // w and len(set(rest)) == len(rest)
+            assert set(rest) <= set(left) and len(left) - len(rest) == len(left) % w
+        if w == 1:
+            assert rest == left, "one rank reads what is left in sequence order"
+        assert len(set(taken)) == len(taken)
+
+
+def test_batchreader_same_world_continues_and_len(shards):
+    folder = shards["img_h5"]
+    full = [[int(g) for _, _, idx in batches(folder, 3, r) for g in idx] for r in range(3)]
+    readers = [batches(folder, 3, r) for r in range(3)]
+    _, states = take_batches(readers, 2)
+    for r in range(3):
+        b = batches(folder, 3, r)
+        b.load_state_dict(states[0])
+        assert len(b) == -(-(len(full[r]) - 6) // 3)
+        assert [int(g) for _, _, idx in b for g in idx] == full[r][6:]
+        assert [int(g) for _, _, idx in b for g in idx] == full[r], "a finished pass: the next starts afresh"
+    # a state given by the training loop (samples_seen) rather than counted
+    b = batches(folder, 3, 0)
+    b.load_state_dict(batches(folder, 3, 0).state_dict(samples_seen=4))
+    assert [int(g) for _, _, idx in b for g in idx] == full[0][4:]
+
+
+def test_batchreader_state_refusals(shards):
+    folder = shards["img_h5"]
+    b = batches(folder, 2, 0)
+    with pytest.raises(ps.ShardError, match="not a BatchReader state of version 1"):
+        b.load_state_dict(stream(folder, 2, 0).state_dict())
+    st = batches(folder, 2, 0).state_dict(samples_seen=3)
+    with pytest.raises(ps.ShardError, match=r"cannot resume: the saved reader had seed=5, this one has 6"):
+        ps.BatchReader(folder, 3, rank=0, world_size=2, shuffle=True, seed=6).load_state_dict(st)
+    st["stages"] = [[2, 10_000]]
+    with pytest.raises(ps.ShardError, match=r"saved position 10000 at world size 2 is past that stage's \d+"):
+        b.load_state_dict(st)
+    st["stages"] = [[2, "x"]]
+    with pytest.raises(ps.ShardError, match=r"are not \[\[world_size, samples\], \.\.\.\]"):
+        b.load_state_dict(st)
