@@ -8,8 +8,10 @@ Starts python/tests/gcsserver (built with `go build` into --server's path
 when missing) serving DIR as gs://b/d, every request delayed by --delay
 (a network round trip), and reads one epoch each way, in one process:
 
-  stream  ShardStream(shuffle=True): per-sample reads, the default order
-  batch   BatchReader(256): contiguous batches, sequential
+  stream   ShardStream(shuffle=True): per-sample reads, the default order
+           (8 shards interleaved, a 1,024-sample shuffle window)
+  inorder  ShardStream(shuffle=False): per-sample reads, in file order
+  batch    BatchReader(256): contiguous batches, sequential
 
 Local reads run from the page cache (warmed first), the remote ones from
 an empty chunk cache, so the ratio is the worst case: prefetch in the
@@ -99,6 +101,7 @@ def main():
         out = {"delay": a.delay, "cache": cache, "direct": a.direct, "samples": len(local), "bytes": sum(s["bytes"] for s in local.manifest.shards),
                "rounds": a.rounds}
         readers = (("stream", lambda p: lambda: ps.ShardStream(p, seed=1)),
+                   ("inorder", lambda p: lambda: ps.ShardStream(p, shuffle=False)),
                    ("batch", lambda p: lambda: ps.BatchReader(p, 256)))
         runs = {(name, case): [] for name, _ in readers for case in ("local_cold", "local", "gcs", "gcs_warm")}
         # The rounds alternate the cases: this VM's memory state (pages the host
@@ -126,13 +129,13 @@ def main():
             print(f"{out['samples']} samples, {out['bytes'] / 1e6:.0f} MB, {a.delay} per request, cache in "
                   f"{os.path.dirname(cache)}, PREPSHARDS_GCS_DIRECT={a.direct}; "
                   f"medians of {a.rounds} rounds (samples/s, the process's CPU s in the median epoch)")
-            for name in ("stream", "batch"):
+            for name, _ in readers:
                 r = out[name]
-                print(f"  {name:6s} local {r['local']['samples_per_s']:>9.0f}/s ({r['local']['cpu_s']:.2f} s)  "
+                print(f"  {name:7s} local {r['local']['samples_per_s']:>9.0f}/s ({r['local']['cpu_s']:.2f} s)  "
                       f"gs:// cold {r['gcs']['samples_per_s']:>9.0f}/s ({r['gcs']['cpu_s']:.2f} s, ratio "
                       f"{r['ratio']:.2f})  warm cache {r['gcs_warm']['samples_per_s']:>9.0f}/s "
                       f"({r['gcs_warm']['cpu_s']:.2f} s, ratio {r['ratio_warm']:.2f})")
-                print(f"  {'':6s} first epochs: local from the disk {r['local_cold']['samples_per_s']:>9.0f}/s "
+                print(f"  {'':7s} first epochs: local from the disk {r['local_cold']['samples_per_s']:>9.0f}/s "
                       f"({r['local_cold']['cpu_s']:.2f} s), gs:// cold / local cold {r['ratio_cold']:.2f} "
                       f"(rounds: {', '.join(f'{x:.2f}' for x in r['ratio_cold_rounds'])}; gs:// "
                       f"{', '.join(f'{x:.0f}' for x in r['gcs']['runs'])}/s, local "
