@@ -660,17 +660,7 @@ class _ReadState:
         return -(-int(self.files._shards[k]["bytes"]) // c)
 
     def plan(self, ranges):
-        c = self.files.chunk
-        refs, span = {}, {}
-        for at, (k, off, n) in enumerate(ranges):
-            if n <= 0:
-                continue
-            for ch in range(off // c, (off + n - 1) // c + 1):
-                if (k, ch) not in refs:
-                    refs[k, ch] = 0
-                    span[k, ch] = (at, at)
-                refs[k, ch] += min(off + n, (ch + 1) * c) - max(off, ch * c)
-                span[k, ch] = (span[k, ch][0], at)
+        refs, span = plan_chunks(ranges, self.files.chunk)
         with self.lock:
             self.queue = collections.deque(refs)  # first-read order
             self.refs, self.span = refs, span
@@ -932,6 +922,36 @@ class _ReadState:
         with self.lock:
             self.mem.clear()
             self.free.clear()
+
+
+def plan_chunks(ranges, c):
+    """The chunks of size c that reads (shard, offset, length) touch: ({chunk: bytes read from
+    it}, {chunk: (first read, last read)}), in the order they are first touched; chunk is
+    (shard, chunk number), reads are numbered by their place in ranges. Vectorised: a
+    stream's plan has a read per sample, a million in a large epoch."""
+    r = np.asarray(ranges, np.int64).reshape(-1, 3)
+    at = np.flatnonzero(r[:, 2] > 0)
+    if not len(at):
+        return {}, {}
+    k, off, n = r[at, 0], r[at, 1], r[at, 2]
+    c0, c1 = off // c, (off + n - 1) // c
+    cnt = c1 - c0 + 1
+    i = np.repeat(np.arange(len(at)), cnt)  # one entry per (read, chunk it touches)
+    ch = c0[i] + np.arange(len(i)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    nbytes = np.minimum(off[i] + n[i], (ch + 1) * c) - np.maximum(off[i], ch * c)
+    key = k[i] * (int(c1.max()) + 1) + ch
+    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    total = np.zeros(len(uniq), np.int64)
+    np.add.at(total, inv, nbytes)
+    last = np.zeros(len(uniq), np.int64)
+    np.maximum.at(last, inv, i)
+    refs, span = {}, {}
+    for u in np.argsort(first, kind="stable").tolist():
+        j = int(first[u])
+        chunk = (int(k[i[j]]), int(ch[j]))
+        refs[chunk] = int(total[u])
+        span[chunk] = (int(at[i[j]]), int(at[last[u]]))
+    return refs, span
 
 
 def _direct_default(total):

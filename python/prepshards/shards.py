@@ -611,35 +611,50 @@ class ShardSet:
             _, first = np.unique(ks, return_index=True)  # tar: the header scan reads the whole shard
             self.files.whole(ks[np.sort(first)].tolist())
             return
-        self.plan_runs([(int(k), int(j), int(j) + 1) for k, j in zip(ks, gids - self.starts[ks])], fields)
+        js = gids - self.starts[ks]
+        self.plan_runs(np.stack([ks, js, js + 1], axis=1), fields)
 
     def plan_runs(self, runs, fields=None):
         """As plan_reads, for (shard, start, stop) runs of samples (HDF5: the bytes of those samples'
         fields, each shard's labels first; ragged fields: the whole shard). The plan is what is
-        read: a chunk held in memory for it is let go once its planned reads are done."""
+        read: a chunk held in memory for it is let go once its planned bytes are read."""
         if not self.remote:
             return
+        runs = np.asarray(runs, np.int64).reshape(-1, 3)
         if self.manifest.format != "hdf5":
-            seen = []
-            for k, _, _ in runs:
-                if k not in seen:
-                    seen.append(k)
-            self.files.whole(seen)
+            _, first = np.unique(runs[:, 0], return_index=True)
+            self.files.whole(runs[np.sort(first), 0].tolist())
             return
-        ranges, opened = [], set()
-        for k, a, b in runs:
-            s = self.shards[k]
-            if k not in opened:
-                opened.add(k)
-                d = s.by_name.get("labels")
-                if d is not None and d["offset"] >= 0:
-                    ranges.append((k, d["offset"], d["size"]))
-                if any(f.ragged for f in s.field.values()):
-                    ranges.append((k, 0, int(s.info["bytes"])))
-            for f in s.field.values():
-                if (fields is None or f.name in fields) and not f.ragged and f.offset >= 0 and f.sample_nbytes:
-                    ranges.append((k, f.offset + a * f.sample_nbytes, (b - a) * f.sample_nbytes))
-        self.files.plan(ranges)
+        self.files.plan(self._byte_ranges(runs, fields))
+
+    def _byte_ranges(self, runs, fields):
+        """The (shard, offset, length) reads of runs, in order: at a shard's first run its labels
+        (and the whole shard if a field is ragged), then each run's fixed-size fields."""
+        names = list(dict.fromkeys(n for s in self.shards for n in s.field if fields is None or n in fields))
+        ns = len(self.shards)
+        # per shard: [labels, whole shard, field 0, field 1, ...] as (offset, bytes per unit)
+        off = np.zeros((ns, 2 + len(names)), np.int64)
+        size = np.zeros((ns, 2 + len(names)), np.int64)
+        for k, s in enumerate(self.shards):
+            d = s.by_name.get("labels")
+            if d is not None and d["offset"] >= 0:
+                off[k, 0], size[k, 0] = d["offset"], d["size"]
+            if any(f.ragged for f in s.field.values()):
+                size[k, 1] = int(s.info["bytes"])
+            for j, name in enumerate(names):
+                f = s.field.get(name)
+                if f is not None and not f.ragged and f.offset >= 0 and f.sample_nbytes:
+                    off[k, 2 + j], size[k, 2 + j] = f.offset, f.sample_nbytes
+        k, a, b = runs[:, 0], runs[:, 1], runs[:, 2]
+        first = np.zeros(len(runs), bool)
+        first[np.unique(k, return_index=True)[1]] = True
+        start = off[k].copy()
+        length = size[k].copy()
+        length[:, :2] *= first[:, None]  # labels and whole shards once, at the shard's first run
+        start[:, 2:] += a[:, None] * size[k, 2:]
+        length[:, 2:] *= (b - a)[:, None]
+        out = np.stack([np.broadcast_to(k[:, None], start.shape), start, length], axis=2).reshape(-1, 3)
+        return out[out[:, 2] > 0]
 
     def locate(self, i):
         """Global index -> (shard number, index in shard)."""
