@@ -38,6 +38,7 @@ import os
 import threading
 import time
 import urllib.parse
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -211,6 +212,8 @@ class Client:
         self.timeout = float(os.environ.get("PREPSHARDS_GCS_TIMEOUT", 30))
         self.retries = _env_int("PREPSHARDS_GCS_RETRIES", 6)
         self.local = threading.local()
+        self.lock = threading.Lock()
+        self.conns = []  # every thread's connection, to close them all
         self.requests = 0
         self.retried = collections.Counter()  # what made a request be tried again, by kind
 
@@ -219,12 +222,24 @@ class Client:
         if c is None:
             cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
             c = self.local.conn = cls(self.netloc, timeout=self.timeout)
+            with self.lock:
+                self.conns.append(c)
         return c
+
+    def close(self):
+        """Close every thread's connection (one in use reconnects on its next request)."""
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for c in conns:
+            c.close()
 
     def _drop(self):
         c = getattr(self.local, "conn", None)
         if c is not None:
             c.close()
+            with self.lock:
+                if c in self.conns:
+                    self.conns.remove(c)
         self.local.conn = None
 
     def get(self, url, path, query, headers=None, want=None, into=None):
@@ -332,9 +347,17 @@ def client():
         "GOOGLE_APPLICATION_CREDENTIALS", "GCE_METADATA_HOST", "HOME"))
     c = _clients.get(key)
     if c is None:
-        _clients.clear()
+        reset_clients()
         c = _clients[key] = Client()
     return c
+
+
+def reset_clients():
+    """Forget the clients, closing this process's connections (they would linger until collected)."""
+    for k, old in _clients.items():
+        if k[0] == os.getpid():
+            old.close()
+    _clients.clear()
 
 
 def read_object(url):
@@ -415,14 +438,22 @@ class Cache:
         """Store a chunk: the first n bytes of buf. ``direct``: past the page cache
         (O_DIRECT; buf page-aligned, as mmap's are, with room to the next 4 KiB), for a
         chunk its reader serves from memory; where the file system refuses, as usual."""
-        d = os.path.join(self.root, obj_key)
-        os.makedirs(d, exist_ok=True)
         p = self.path(obj_key, chunk)
         tmp = f"{p}.{os.getpid()}.{threading.get_ident()}.tmp"
-        if not (direct and self.direct and self._put_direct(tmp, buf, n)):
-            with open(tmp, "wb") as f:
-                f.write(memoryview(buf)[:n])
-        os.replace(tmp, p)  # whole chunks only: a reader never sees a half-written one
+        try:
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            if not (direct and self.direct and self._put_direct(tmp, buf, n)):
+                with open(tmp, "wb") as f:
+                    f.write(memoryview(buf)[:n])
+            os.replace(tmp, p)  # whole chunks only: a reader never sees a half-written one
+        except OSError as e:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise ShardIOError(f"{self.root}: cannot write a chunk to the cache ({e.strerror or e}); free "
+                               "space there, lower PREPSHARDS_CACHE_BYTES or point PREPSHARDS_CACHE at "
+                               "another disk") from None
         with self.lock:
             self.added += n
             check = self.added > max(self.limit // 16, 1)
@@ -437,7 +468,7 @@ class Cache:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_DIRECT | os.O_CLOEXEC, 0o600)
         except OSError as e:
-            if e.errno != errno.EINVAL:
+            if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
                 raise
             self.direct = False  # tmpfs and some FUSE file systems: no O_DIRECT
             return False
@@ -452,7 +483,7 @@ class Cache:
         except OSError as e:
             os.close(fd)
             os.unlink(tmp)
-            if e.errno != errno.EINVAL:
+            if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
                 raise
             self.direct = False  # blocks larger than 4 KiB
             return False
@@ -638,6 +669,7 @@ class _ReadState:
         self.loaded = 0  # chunks read from the cache into a buffer
         self.from_file = 0  # reads (per chunk) from a cache file
         self.buffers = 0  # fetch buffers made
+        self.cache_failed = False  # a cache write failed (warned once)
         self.direct = _direct_default(sum(int(s["bytes"]) for s in files._shards))
         self.refs = {}  # planned chunk -> bytes planned to be read from it (a read may come in parts)
         self.span = {}  # planned chunk -> (its first planned read, its last), positions in the plan
@@ -795,6 +827,13 @@ class _ReadState:
             # held first, written second: the reader need not wait for the disk
             try:
                 self.cache.put(self.key(k), i, buf, n, direct=keep)
+            except ShardIOError as err:
+                if e is None:
+                    raise  # the reader reads it from the file: it must know
+                with self.lock:  # held: the epoch goes on; only the cache misses it
+                    first, self.cache_failed = not self.cache_failed, True
+                if first:
+                    warnings.warn(f"{err} (reading goes on from memory, without caching)", stacklevel=1)
             finally:
                 if e is not None:
                     with self.lock:

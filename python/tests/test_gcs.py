@@ -221,6 +221,38 @@ def test_direct_batches_split_shards(shards, serve, monkeypatch):
     assert st["from_memory"] > 0 and st["from_file"] == 0 and st["held"] == 0, st
 
 
+@pytest.mark.parametrize("direct", ["1", "0"])
+def test_cache_disk_full(shards, serve, monkeypatch, direct):
+    """A cache that cannot be written (full disk): chunks held in memory are read on, with one
+    warning; a chunk that was to be read from its file is an error naming the cache and the fix."""
+    import builtins
+    import errno
+    from prepshards import _gcs
+    monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", direct)
+
+    def full(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    real_open = builtins.open
+    monkeypatch.setattr(_gcs.Cache, "_put_direct", full)
+    monkeypatch.setattr(_gcs, "open", lambda f, mode="r", *a, **kw: full() if "w" in mode else real_open(f, mode, *a, **kw),
+                        raising=False)
+    serve({"h5": shards["img_h5"]})
+    if direct == "1":
+        with pytest.warns(UserWarning, match=r"cannot write a chunk to the cache \(No space left on device\); free "
+                          r"space there.*reading goes on from memory") as w:
+            got = [(g, x.tobytes()) for x, _, g in ps.ShardStream("gs://b/h5", yield_index=True, seed=1)]
+        mine = [x for x in w if "cache" in str(x.message)]
+        assert len(mine) == 1, "warned once"
+        want = [(g, x.tobytes()) for x, _, g in ps.ShardStream(shards["img_h5"], yield_index=True, seed=1)]
+        assert got == want
+    else:
+        with pytest.raises(ps.ShardIOError, match=r"/cache: cannot write a chunk to the cache \(No space left on "
+                           r"device\); free space there, lower PREPSHARDS_CACHE_BYTES or point PREPSHARDS_CACHE"):
+            list(ps.ShardStream("gs://b/h5", seed=1))
+    leftovers = [f for _, _, fs in os.walk(os.environ["PREPSHARDS_CACHE"]) for f in fs if f.endswith(".tmp")]
+    assert not leftovers
+
+
 def test_cache_put_direct(tmp_path):
     """O_DIRECT writes whole 4 KiB blocks: a chunk of another size is cut back to its bytes."""
     import mmap
@@ -379,7 +411,7 @@ def adc(serve, shards, tmp_path, monkeypatch):
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     ts = TokenServer()
     ts.uri = ts.url + "/token"
-    _gcs._clients.clear()
+    _gcs.reset_clients()
     yield ts
     ts.close()
 
@@ -422,7 +454,7 @@ def test_adc_service_account_key(adc, shards, tmp_path, monkeypatch):
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # a key the account does not have
     adc.public_key = other.public_key()
     from prepshards import _gcs
-    _gcs._clients.clear()
+    _gcs.reset_clients()
     with pytest.raises(ps.ShardIOError, match=r"sa.json: exchanging the credentials for a token at "
                        r"http://127.0.0.1:\d+/token failed \(HTTP 400"):
         ps.ShardDataset("gs://b/h5")
@@ -437,7 +469,7 @@ def test_adc_metadata_server_and_refresh(adc, shards, monkeypatch):
     same_as_local("gs://b/h5", shards["img_h5"])
     # the manifest and the listing beside it are both in flight with the stale token
     assert adc.calls == ["metadata", "metadata"] and 1 <= _gcs.client().retried[401] <= 2
-    _gcs._clients.clear()
+    _gcs.reset_clients()
     adc.calls.clear()
     adc.life = 300  # within the five-minute margin from the start
     ds = ps.ShardDataset("gs://b/h5")
@@ -456,7 +488,7 @@ def test_adc_refused_and_missing(adc, tmp_path, monkeypatch):
                        r"give the credentials \(Application Default Credentials\) storage.objects.get"):
         ps.ShardDataset("gs://b/h5")
     monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")
-    _gcs._clients.clear()
+    _gcs.reset_clients()
     with pytest.raises(ps.ShardIOError, match=r"no Google credentials: \$\{GOOGLE_APPLICATION_CREDENTIALS\} is "
                        r"unset, .*application_default_credentials.json does not exist and the metadata server "
                        r"\(127.0.0.1:9\) did not answer .*gcloud auth application-default login"):
