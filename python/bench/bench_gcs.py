@@ -98,7 +98,8 @@ def main():
             with open(s["path"], "rb") as f:
                 while f.read(16 << 20):
                     pass
-        out = {"delay": a.delay, "cache": cache, "direct": a.direct, "samples": len(local), "bytes": sum(s["bytes"] for s in local.manifest.shards),
+        out = {"delay": a.delay, "cache": cache, "direct": a.direct, "samples": len(local),
+               "bytes": sum(s["bytes"] for s in local.manifest.shards),
                "rounds": a.rounds}
         readers = (("stream", lambda p: lambda: ps.ShardStream(p, seed=1)),
                    ("inorder", lambda p: lambda: ps.ShardStream(p, shuffle=False)),

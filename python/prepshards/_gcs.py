@@ -720,7 +720,8 @@ class _ReadState:
         if self.free:
             return self.free.pop()
         self.buffers += 1
-        return mmap.mmap(-1, -(-self.files.chunk // _ALIGN) * _ALIGN, flags=mmap.MAP_PRIVATE)  # page-aligned, for O_DIRECT
+        # page-aligned (O_DIRECT), rounded up to whole blocks
+        return mmap.mmap(-1, -(-self.files.chunk // _ALIGN) * _ALIGN, flags=mmap.MAP_PRIVATE)
 
     def _release(self, ch):
         e = self.mem.pop(ch)
@@ -769,7 +770,10 @@ class _ReadState:
                 return False  # being replaced, or cut: fetch it again
             mv, got = memoryview(buf), 0
             while got < n:  # O_DIRECT reads whole blocks: the last one stops at the end
-                r = os.preadv(fd, [mv[got:-(-n // _ALIGN) * _ALIGN]], got)
+                try:
+                    r = os.preadv(fd, [mv[got:-(-n // _ALIGN) * _ALIGN]], got)
+                except OSError:
+                    return False  # an unreadable cache file: fetch the chunk again
                 if r <= 0:
                     return False
                 got += r

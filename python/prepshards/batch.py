@@ -4,10 +4,10 @@ import numpy as np
 
 from . import _torch
 from ._batch import augmented_specs, fill, fixed_specs, online_for
-from .dataset import _select_fields
-from .online import apply_torch
 from ._order import check_settings, resume_history, stages
+from .dataset import _select_fields
 from .errors import ShardError
+from .online import apply_torch
 from .shards import ShardSet
 from .stream import epoch_sequence
 

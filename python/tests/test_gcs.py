@@ -233,9 +233,11 @@ def test_cache_disk_full(shards, serve, monkeypatch, direct):
     def full(*a, **kw):
         raise OSError(errno.ENOSPC, "No space left on device")
     real_open = builtins.open
+
+    def open_full(f, mode="r", *a, **kw):
+        return full() if "w" in mode else real_open(f, mode, *a, **kw)
     monkeypatch.setattr(_gcs.Cache, "_put_direct", full)
-    monkeypatch.setattr(_gcs, "open", lambda f, mode="r", *a, **kw: full() if "w" in mode else real_open(f, mode, *a, **kw),
-                        raising=False)
+    monkeypatch.setattr(_gcs, "open", open_full, raising=False)
     serve({"h5": shards["img_h5"]})
     if direct == "1":
         with pytest.warns(UserWarning, match=r"cannot write a chunk to the cache \(No space left on device\); free "
