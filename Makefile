@@ -115,6 +115,8 @@ bench: build
 	rm -rf out/bench-reader
 	$(BIN) convert testdata/images out/bench-reader --recipe "resize=256,crop=224" --copies 200 --seed 1 >/dev/null
 	$(PYTHON) python/bench/bench_reader.py out/bench-reader --prep $(BIN)
+	$(PYTHON) python/bench/bench_gcs.py out/bench-reader --direct 1
+	$(PYTHON) python/bench/bench_gcs.py out/bench-reader --direct 0
 	$(PYTHON) scripts/bench-images.py --prep $(BIN)
 	$(PYTHON) python/bench/bench_online.py --prep $(BIN)
 	$(PYTHON) scripts/bench-audio.py --prep $(BIN)
