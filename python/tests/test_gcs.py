@@ -44,7 +44,8 @@ class Server:
     def upload(self, name, data):
         req = urllib.request.Request(f"{self.url}/upload/storage/v1/b/b/o?uploadType=media&name={name}",
                                      data=data, method="POST")
-        urllib.request.urlopen(req).read()
+        with urllib.request.urlopen(req) as r:
+            r.read()
 
     def stop(self):
         self.p.kill()
@@ -66,6 +67,11 @@ def serve(gcsserver, tmp_path, monkeypatch):
     yield start
     for s in started:
         s.stop()
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def same_as_local(url, local):
@@ -131,7 +137,7 @@ def test_dataloader_workers_and_replaced_object(shards, serve):
     assert got == s.plan().tolist()
     m = json.load(open(os.path.join(shards["img_png"], "manifest.json")))
     name = m["shards"][0]["file"]
-    srv.upload(f"png/{name}", open(os.path.join(shards["img_png"], name), "rb").read())  # a new generation
+    srv.upload(f"png/{name}", read_file(os.path.join(shards["img_png"], name)))  # a new generation
     with pytest.raises(ps.ShardChangedError, match=f"gs://b/png/{name}: the shards changed under the reader"):
         list(s)
     assert torch is not None
@@ -183,12 +189,12 @@ def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, di
         assert not puts and st["from_memory"] == 0, st
     state, c, files = remote._ss.files._state, 16 << 10, 0
     for k, s in enumerate(remote._ss.manifest.shards):
-        want = open(os.path.join(shards["img_h5"], os.path.basename(s["path"])), "rb").read()
+        want = read_file(os.path.join(shards["img_h5"], os.path.basename(s["path"])))
         for i in range(-(-len(want) // c)):
             p = state.cache.path(state.key(k), i)
             if os.path.exists(p):
                 files += 1
-                assert open(p, "rb").read() == want[i * c:(i + 1) * c], (s["path"], i)
+                assert read_file(p) == want[i * c:(i + 1) * c], (s["path"], i)
     assert files >= len(remote._ss.manifest.shards)
     # a second epoch reads the cache files (past the page cache too, with O_DIRECT): the same
     # samples again, nothing fetched but a chunk whose file was cut short
@@ -269,7 +275,7 @@ def test_cache_put_direct(tmp_path):
         takes = False
     for n in (10000, 16384, 1):
         cache.put("obj", n, buf, n, direct=True)
-        assert open(cache.path("obj", n), "rb").read() == buf[:n]
+        assert read_file(cache.path("obj", n)) == buf[:n]
     assert cache.direct == takes
 
 
@@ -398,6 +404,7 @@ class TokenServer:
 
     def close(self):
         self.srv.shutdown()
+        self.srv.server_close()
 
 
 @pytest.fixture
