@@ -1001,8 +1001,8 @@ def _direct_default(total):
     """Whether planned chunks skip the page cache and are served from their fetch buffers
     (see _ReadState): ``PREPSHARDS_GCS_DIRECT`` 1 or 0; else (auto) when this process is
     not one of several DataLoader workers (which share chunks through the page cache) and
-    the shards, ``total`` bytes, are more than half the RAM (so their pages would not stay
-    cached until the next epoch: writing them there only costs copies)."""
+    the shards, ``total`` bytes, are more than half the memory (``memory()``: their pages
+    would not stay cached until the next epoch, so writing them there only costs copies)."""
     v = os.environ.get("PREPSHARDS_GCS_DIRECT", "auto")
     if v not in ("auto", "0", "1"):
         raise ShardError(f"$PREPSHARDS_GCS_DIRECT={v!r}: give auto, 0 or 1")
@@ -1011,8 +1011,38 @@ def _direct_default(total):
     from . import _torch  # noqa: PLC0415
     if _torch.worker_info()[1] > 1:
         return False
+    ram = memory()
+    return ram is not None and total > ram // 2
+
+
+def memory(cgroup_root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup"):
+    """Bytes of memory this process's page cache can use: the machine's RAM, or less where
+    its cgroup has a limit (a Kubernetes pod, a Slurm job, a container), since the cgroup's
+    page cache is charged to it. None if unknown."""
     try:
         ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
-        return False
-    return total > ram // 2
+        ram = None
+    try:
+        with open(proc_cgroup) as f:
+            lines = [ln.rstrip("\n").split(":", 2) for ln in f]
+    except OSError:
+        return ram
+    candidates = []
+    for _, controllers, path in (ln for ln in lines if len(ln) == 3):
+        path = path.lstrip("/")
+        if controllers == "":  # cgroup v2
+            candidates.append(os.path.join(cgroup_root, path, "memory.max"))
+            candidates.append(os.path.join(cgroup_root, "unified", path, "memory.max"))
+        elif "memory" in controllers.split(","):  # cgroup v1
+            candidates.append(os.path.join(cgroup_root, "memory", path, "memory.limit_in_bytes"))
+            candidates.append(os.path.join(cgroup_root, "memory", "memory.limit_in_bytes"))
+    for c in candidates:
+        try:
+            with open(c) as f:
+                v = f.read().strip()
+        except OSError:
+            continue
+        if v.isdigit() and (ram is None or int(v) < ram):  # "max", or v1's huge "no limit", are no limit
+            ram = int(v)
+    return ram

@@ -316,14 +316,41 @@ def test_direct_in_dataloader_workers(shards, serve, monkeypatch):
     assert all(np.array_equal(got[g].numpy(), local[g][0]) for g in got)
 
 
+@pytest.mark.parametrize("proc,files,want", [
+    ("0::/kubepods/pod1\n", {"kubepods/pod1/memory.max": "8589934592\n"}, 8 << 30),
+    ("0::/job\n", {"job/memory.max": "max\n"}, None),
+    ("0::/job\n", {"unified/job/memory.max": "1073741824\n"}, 1 << 30),
+    ("4:memory:/slurm/uid_0/job_7\n0::/\n", {"memory/slurm/uid_0/job_7/memory.limit_in_bytes": "4294967296\n"}, 4 << 30),
+    ("4:cpu,memory:/docker/abc\n", {"memory/docker/abc/memory.limit_in_bytes": "9223372036854771712\n"}, None),
+    ("0::/\n", {}, None),
+])
+def test_memory_under_a_cgroup_limit(tmp_path, proc, files, want):
+    """The RAM a reader's page cache has: a pod's or job's memory limit where there is one."""
+    from prepshards import _gcs
+    for name, text in files.items():
+        p = tmp_path / "cg" / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    (tmp_path / "cgroup").write_text(proc)
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    got = _gcs.memory(str(tmp_path / "cg"), str(tmp_path / "cgroup"))
+    assert got == (ram if want is None else min(want, ram))
+    assert _gcs.memory(str(tmp_path / "cg"), str(tmp_path / "none")) == ram
+
+
 def test_direct_setting(monkeypatch):
     """auto: past the page cache when the shards are more than half the RAM, and not in
     one of several DataLoader workers (they share chunks through the page cache)."""
     from prepshards import _gcs, _torch
-    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    ram = _gcs.memory()
     assert _gcs._direct_default(ram // 2 + 1) and not _gcs._direct_default(ram // 2)
+    monkeypatch.setattr(_gcs, "memory", lambda: 1 << 30)  # a pod limited to 1 GiB
+    assert _gcs._direct_default((512 << 20) + 1)
     monkeypatch.setattr(_torch, "worker_info", lambda: (0, 2))
-    assert not _gcs._direct_default(ram)
+    assert not _gcs._direct_default(1 << 30), "not in one of several workers"
+    monkeypatch.setattr(_torch, "worker_info", lambda: (0, 1))
+    monkeypatch.setattr(_gcs, "memory", lambda: None)  # unknown: the page cache, as before
+    assert not _gcs._direct_default(1 << 50)
     monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", "1")
     assert _gcs._direct_default(0)
     monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", "yes")
