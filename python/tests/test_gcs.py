@@ -69,6 +69,16 @@ def serve(gcsserver, tmp_path, monkeypatch):
         s.stop()
 
 
+def takes_o_direct(folder):
+    """Whether the file system under folder takes O_DIRECT (tmpfs before Linux 6.6 does not)."""
+    from prepshards import _gcs
+    try:
+        os.close(os.open(os.path.join(folder, ".o_direct_probe"), os.O_WRONLY | os.O_CREAT | _gcs._O_DIRECT))
+        return True
+    except OSError:
+        return False
+
+
 def read_file(path):
     with open(path, "rb") as f:
         return f.read()
@@ -182,7 +192,8 @@ def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, di
     assert [(g, x.tobytes(), y) for x, y, g in remote] == [(g, x.tobytes(), y) for x, y, g in local]
     st = remote._ss.files.stats()
     if direct == "1":
-        assert puts and all(puts), "every planned chunk written with O_DIRECT"
+        # every planned chunk written with O_DIRECT, where the file system takes it
+        assert puts and all(puts) if takes_o_direct(tmp_path) else not any(puts)
         assert st["from_memory"] > 0 and st["from_file"] == 0 and st["held"] == 0, st
         assert st["buffers"] <= 4 + 3 + 1, f"prefetch (4) and the 3 lanes being read bound the buffers: {st}"
     else:
@@ -268,11 +279,7 @@ def test_cache_put_direct(tmp_path):
     buf = mmap.mmap(-1, 16384, flags=mmap.MAP_PRIVATE)
     buf[:] = os.urandom(16384)
     cache = _gcs.Cache(str(tmp_path / "c"), 1 << 30)
-    try:  # does this file system take O_DIRECT at all?
-        os.close(os.open(tmp_path / "probe", os.O_WRONLY | os.O_CREAT | _gcs._O_DIRECT))
-        takes = True
-    except OSError:
-        takes = False
+    takes = takes_o_direct(tmp_path)
     for n in (10000, 16384, 1):
         cache.put("obj", n, buf, n, direct=True)
         assert read_file(cache.path("obj", n)) == buf[:n]
