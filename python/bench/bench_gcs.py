@@ -81,14 +81,20 @@ def main():
     ap.add_argument("--direct", choices=("auto", "0", "1"), default="auto",
                     help="PREPSHARDS_GCS_DIRECT: 1 serves a first epoch from the fetch buffers and writes "
                     "the cache past the page cache (auto does so for shards over half the RAM)")
+    ap.add_argument("--tls", action="store_true",
+                    help="serve HTTPS, as GCS does (the reader then decrypts every byte; the server encrypts "
+                    "on the same cores)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if not os.path.exists(a.server):
         subprocess.run(["go", "build", "-o", a.server, "./python/tests/gcsserver"], cwd=REPO, check=True,
                        env=dict(os.environ, GOEXPERIMENT="simd"))
-    srv = subprocess.Popen([a.server, "-dir", a.dir, "-bucket", "b", "-prefix", "d", "-delay", a.delay],
-                           stdout=subprocess.PIPE, text=True)
     cache = tempfile.mkdtemp(prefix="prepshards-bench-cache-", dir=a.cache_dir)
+    tls = ["-tls", os.path.join(tempfile.mkdtemp(prefix="prepshards-bench-tls-"), "server.pem")] if a.tls else []
+    if a.tls:
+        os.environ["SSL_CERT_FILE"] = tls[1]  # the client trusts the test server's certificate
+    srv = subprocess.Popen([a.server, "-dir", a.dir, "-bucket", "b", "-prefix", "d", "-delay", a.delay, *tls],
+                           stdout=subprocess.PIPE, text=True)
     try:
         os.environ["STORAGE_EMULATOR_HOST"] = srv.stdout.readline().strip()
         os.environ["PREPSHARDS_CACHE"] = cache
@@ -98,7 +104,7 @@ def main():
             with open(s["path"], "rb") as f:
                 while f.read(16 << 20):
                     pass
-        out = {"delay": a.delay, "cache": cache, "direct": a.direct, "samples": len(local),
+        out = {"delay": a.delay, "cache": cache, "direct": a.direct, "tls": a.tls, "samples": len(local),
                "bytes": sum(s["bytes"] for s in local.manifest.shards),
                "rounds": a.rounds}
         readers = (("stream", lambda p: lambda: ps.ShardStream(p, seed=1)),
@@ -128,7 +134,7 @@ def main():
             print(json.dumps(out, indent=1))
         else:
             print(f"{out['samples']} samples, {out['bytes'] / 1e6:.0f} MB, {a.delay} per request, cache in "
-                  f"{os.path.dirname(cache)}, PREPSHARDS_GCS_DIRECT={a.direct}; "
+                  f"{os.path.dirname(cache)}, PREPSHARDS_GCS_DIRECT={a.direct}{', HTTPS' if a.tls else ''}; "
                   f"medians of {a.rounds} rounds (samples/s, the process's CPU s in the median epoch)")
             for name, _ in readers:
                 r = out[name]

@@ -35,6 +35,7 @@ import http.client
 import json
 import mmap
 import os
+import ssl
 import threading
 import time
 import urllib.parse
@@ -265,6 +266,11 @@ class Client:
                     data = _read_into(r, memoryview(into)[:want])
                 else:
                     data = r.read()
+            except ssl.SSLCertVerificationError as e:  # not the network's fault: no retry mends it
+                self._drop()
+                raise ShardIOError(f"{url}: the server's certificate ({self.netloc}) could not be checked "
+                                   f"({e.verify_message}); install the CA certificates (apt install "
+                                   "ca-certificates), or name the right ones in SSL_CERT_FILE") from None
             except (OSError, http.client.HTTPException) as e:  # resets, stalls (timeouts), cut replies
                 self._drop()
                 last = f"{type(e).__name__}: {e}"

@@ -39,7 +39,7 @@ class Server:
         self.p = subprocess.Popen([binary, "-dir", self.root, "-bucket", "b", *args],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.url = self.p.stdout.readline().strip()
-        assert self.url.startswith("http://"), "gcsserver did not start"
+        assert self.url.startswith(("http://", "https://")), "gcsserver did not start"
 
     def upload(self, name, data):
         req = urllib.request.Request(f"{self.url}/upload/storage/v1/b/b/o?uploadType=media&name={name}",
@@ -111,6 +111,22 @@ def test_reads_equal_local(shards, serve, tmp_path, monkeypatch):
     assert r.format == "hdf5" and r.manifest.path == "gs://b/h5/manifest.json"
     v = ps.ShardDataset("gs://b/h5", verify=True)  # sha256 of every shard, read from the bucket
     assert len(v) == 24
+
+
+def test_https(shards, serve, tmp_path, monkeypatch):
+    """GCS is HTTPS: the reader checks the server's certificate (here the test server's,
+    trusted through SSL_CERT_FILE) and refuses one it cannot check, naming the object."""
+    cert = tmp_path / "server.pem"
+    srv = serve({"h5": shards["img_h5"]}, "-tls", str(cert))
+    assert srv.url.startswith("https://127.0.0.1:")
+    from prepshards import _gcs
+    with pytest.raises(ps.ShardIOError, match=r"gs://b/h5/manifest.json: the server's certificate \(127.0.0.1:\d+\) "
+                       r"could not be checked \(.+\); install the CA certificates .*SSL_CERT_FILE"):
+        ps.ShardDataset("gs://b/h5")
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    _gcs.reset_clients()
+    same_as_local("gs://b/h5", shards["img_h5"])
+    assert _gcs.client().https
 
 
 def test_faults_503_resets_stalls(shards, serve, monkeypatch):

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -35,6 +36,7 @@ func main() {
 	stall := flag.Duration("stall", 0, "how long a stall lasts")
 	resetEvery := flag.Int("reset-every", 0, "reset the connection after half the body of every n-th download")
 	token := flag.String("token", "", "answer 401 to requests without the header Authorization: Bearer TOKEN")
+	tlsCert := flag.String("tls", "", "serve HTTPS, as GCS does, writing the server's certificate (PEM) to this file")
 	flag.Parse()
 
 	var objs []fakestorage.Object
@@ -84,19 +86,31 @@ func main() {
 		h = authorized(h, "Bearer "+*token)
 	}
 	var downloads atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("http://" + ln.Addr().String())
-	log.Fatal(http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if *resetEvery > 0 && r.Method == http.MethodGet && r.URL.Query().Get("alt") == "media" &&
 			downloads.Add(1)%int64(*resetEvery) == 0 {
 			reset(w, r, h)
 			return
 		}
 		h.ServeHTTP(w, r)
-	})))
+	})
+	if *tlsCert != "" {
+		// httptest's certificate names 127.0.0.1; the client trusts the file written here
+		ts := httptest.NewUnstartedServer(serve)
+		ts.StartTLS()
+		cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+		if err := os.WriteFile(*tlsCert, cert, 0o644); err != nil {
+			log.Fatalf("gcsserver: write the certificate: %v", err)
+		}
+		fmt.Println(ts.URL)
+		select {}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("http://" + ln.Addr().String())
+	log.Fatal(http.Serve(ln, serve))
 }
 
 // reset answers r with its headers and half its body, then resets the
