@@ -630,21 +630,7 @@ class ShardSet:
     def _byte_ranges(self, runs, fields):
         """The (shard, offset, length) reads of runs, in order: at a shard's first run its labels
         (and the whole shard if a field is ragged), then each run's fixed-size fields."""
-        names = list(dict.fromkeys(n for s in self.shards for n in s.field if fields is None or n in fields))
-        ns = len(self.shards)
-        # per shard: [labels, whole shard, field 0, field 1, ...] as (offset, bytes per unit)
-        off = np.zeros((ns, 2 + len(names)), np.int64)
-        size = np.zeros((ns, 2 + len(names)), np.int64)
-        for k, s in enumerate(self.shards):
-            d = s.by_name.get("labels")
-            if d is not None and d["offset"] >= 0:
-                off[k, 0], size[k, 0] = d["offset"], d["size"]
-            if any(f.ragged for f in s.field.values()):
-                size[k, 1] = int(s.info["bytes"])
-            for j, name in enumerate(names):
-                f = s.field.get(name)
-                if f is not None and not f.ragged and f.offset >= 0 and f.sample_nbytes:
-                    off[k, 2 + j], size[k, 2 + j] = f.offset, f.sample_nbytes
+        off, size = self._layout(fields)
         k, a, b = runs[:, 0], runs[:, 1], runs[:, 2]
         first = np.zeros(len(runs), bool)
         first[np.unique(k, return_index=True)[1]] = True
@@ -655,6 +641,28 @@ class ShardSet:
         length[:, 2:] *= (b - a)[:, None]
         out = np.stack([np.broadcast_to(k[:, None], start.shape), start, length], axis=2).reshape(-1, 3)
         return out[out[:, 2] > 0]
+
+    def _layout(self, fields):
+        """Per shard, [labels, whole shard, each fixed-size field read] as (offsets, bytes per
+        sample) arrays: the same every epoch, so made once per field selection."""
+        cache = self.__dict__.setdefault("_layouts", {})
+        key = None if fields is None else tuple(fields)
+        if key not in cache:
+            names = list(dict.fromkeys(n for s in self.shards for n in s.field if fields is None or n in fields))
+            off = np.zeros((len(self.shards), 2 + len(names)), np.int64)
+            size = np.zeros_like(off)
+            for k, s in enumerate(self.shards):
+                d = s.by_name.get("labels")
+                if d is not None and d["offset"] >= 0:
+                    off[k, 0], size[k, 0] = d["offset"], d["size"]
+                if any(f.ragged for f in s.field.values()):
+                    size[k, 1] = int(s.info["bytes"])
+                for j, name in enumerate(names):
+                    f = s.field.get(name)
+                    if f is not None and not f.ragged and f.offset >= 0 and f.sample_nbytes:
+                        off[k, 2 + j], size[k, 2 + j] = f.offset, f.sample_nbytes
+            cache[key] = off, size
+        return cache[key]
 
     def locate(self, i):
         """Global index -> (shard number, index in shard)."""
