@@ -785,6 +785,7 @@ class _ReadState:
                 got += r
             os.utime(fd)  # recently used: evicted last
             with self.lock:
+                self.window = min(self.window + 1, self.files.ahead)  # as for a fetch
                 self._hold(ch, buf, n)
                 buf = None
                 self._pump()

@@ -198,7 +198,7 @@ def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, di
     from prepshards import _gcs
     monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", direct)
     monkeypatch.setenv("PREPSHARDS_GCS_CHUNK", str(16 << 10))
-    monkeypatch.setenv("PREPSHARDS_GCS_AHEAD", "4")
+    monkeypatch.setenv("PREPSHARDS_GCS_AHEAD", "6")
     puts = []
     orig = _gcs.Cache._put_direct
     monkeypatch.setattr(_gcs.Cache, "_put_direct", lambda self, *a: puts.append(orig(self, *a)) or puts[-1])
@@ -211,7 +211,7 @@ def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, di
         # every planned chunk written with O_DIRECT, where the file system takes it
         assert puts and all(puts) if takes_o_direct(tmp_path) else not any(puts)
         assert st["from_memory"] > 0 and st["from_file"] == 0 and st["held"] == 0, st
-        assert st["buffers"] <= 4 + 3 + 1, f"prefetch (4) and the 3 lanes being read bound the buffers: {st}"
+        assert st["buffers"] <= 6 + 3 + 1, f"prefetch (6) and the 3 lanes being read bound the buffers: {st}"
     else:
         assert not puts and st["from_memory"] == 0, st
     state, c, files = remote._ss.files._state, 16 << 10, 0
@@ -235,6 +235,7 @@ def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, di
     if direct == "1":
         assert st2["fetched"] == fetched + 1 and st2["loaded"] >= files - 1, st2
         assert os.path.getsize(p) == 16 << 10
+        assert state.window == 6, "chunks loaded from the cache widen the prefetch as fetched ones do"
     else:
         assert st2["fetched"] == fetched and st2["loaded"] == 0, st2
 
