@@ -129,18 +129,34 @@ def test_https(shards, serve, tmp_path, monkeypatch):
     assert _gcs.client().https
 
 
-def test_faults_503_resets_stalls(shards, serve, monkeypatch):
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_faults_503_resets_stalls(shards, serve, tmp_path, monkeypatch, tls):
+    """Over HTTPS too, where the reader decrypts what it takes from the socket itself
+    (_TLSSocket): a connection cut mid-body or stalled is retried, and the others are kept
+    alive from request to request."""
+    from prepshards import _gcs
     monkeypatch.setenv("PREPSHARDS_GCS_TIMEOUT", "0.3")
     monkeypatch.setenv("PREPSHARDS_GCS_CHUNK", str(16 << 10))
+    extra = ["-tls", str(tmp_path / "server.pem")] if tls else []
     serve({"h5": shards["img_h5"], "png": shards["img_png"]},
-          "-fail-every", "3", "-reset-every", "4", "-stall-every", "11", "-stall", "3s")
+          "-fail-every", "3", "-reset-every", "4", "-stall-every", "11", "-stall", "3s", *extra)
+    if tls:
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "server.pem"))
+        _gcs.reset_clients()
+    handshakes = []
+    orig = _gcs._TLSSocket.__init__
+    monkeypatch.setattr(_gcs._TLSSocket, "__init__", lambda self, *a: handshakes.append(1) or orig(self, *a))
     t0 = time.time()
     same_as_local("gs://b/h5", shards["img_h5"])
     same_as_local("gs://b/png", shards["img_png"])
     assert time.time() - t0 < 30
-    from prepshards import _gcs
-    retried = _gcs.client().retried
+    c = _gcs.client()
+    retried = c.retried
     assert retried[503] and retried[429] and retried["timeout"] and retried["connection"] + retried["short"], retried
+    assert c.https == tls
+    if tls:  # a new connection for each one cut (and the threads' first), not one per request
+        assert 0 < len(handshakes) < c.requests - retried["timeout"] - retried["connection"] - retried["short"], \
+            (len(handshakes), c.requests, retried)
 
 
 def test_gives_up_naming_the_object(shards, serve, monkeypatch):
