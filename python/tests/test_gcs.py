@@ -185,6 +185,43 @@ def test_dataloader_workers_and_replaced_object(shards, serve):
     assert torch is not None
 
 
+def test_mix_and_concat_over_gs(shards, serve):
+    """Mix and Concat take streams and datasets on gs:// (HDF5 and tar, beside a local one):
+    the same samples in the same order as over the local folders, and a Mix resumed
+    from its state_dict at another world size goes on as the local one does."""
+    serve({"h5": shards["img_h5"], "png": shards["img_png"]})
+
+    def mix(h5, png, rank=0, world=1):
+        a = ps.ShardStream(h5, rank=rank, world_size=world, yield_index=True, seed=3, buffer_size=4)
+        b = ps.ShardStream(png, rank=rank, world_size=world, yield_index=True, seed=4, buffer_size=4)
+        return ps.Mix([a, b], weights=[2, 1], seed=1)
+    remote, local = mix("gs://b/h5", "gs://b/png"), mix(shards["img_h5"], shards["img_png"])
+    got = [(g, x.tobytes()) for x, _, g in remote]
+    assert got and got == [(g, x.tobytes()) for x, _, g in local]
+    for m in (remote, local):
+        m.set_epoch(1)
+    it = iter(remote)
+    for _ in range(7):
+        next(it)
+    st = remote.state_dict()
+    tails = []
+    for path in (("gs://b/h5", "gs://b/png"), (shards["img_h5"], shards["img_png"])):
+        tail = []
+        for r in range(2):  # resumed by 2 ranks
+            m = mix(*path, rank=r, world=2)
+            m.load_state_dict(st)
+            tail += [(g, x.tobytes()) for x, _, g in m]
+        tails.append(sorted(tail))
+    assert tails[0] and tails[0] == tails[1]
+    c = ps.Concat([ps.ShardDataset("gs://b/png"), ps.ShardDataset(shards["img_h5"])])
+    c_local = ps.Concat([ps.ShardDataset(shards["img_png"]), ps.ShardDataset(shards["img_h5"])])
+    assert len(c) == len(c_local) == 40 and c.labels.tolist() == c_local.labels.tolist()
+    idx = [39, 0, 15, 16, 3]
+    x, y = c.get_batch(idx)
+    x2, y2 = c_local.get_batch(idx)
+    assert np.array_equal(x, x2) and np.array_equal(y, y2)
+
+
 def test_listing_beside_the_manifest_used_once_and_fresh(shards, serve, monkeypatch):
     """A reader lists its shards while it reads the manifest (one round trip, not two): that
     listing records the shards' identity at the start, once, and only while it is fresh;
