@@ -6,7 +6,8 @@
 
 Starts python/tests/gcsserver (built with `go build` into --server's path
 when missing) serving DIR as gs://b/d, every request delayed by --delay
-(a network round trip), and reads one epoch each way, in one process:
+(a network round trip), and reads one epoch each way, in one process
+(with --workers N, the two streams through a DataLoader's N workers):
 
   stream   ShardStream(shuffle=True): per-sample reads, the default order
            (8 shards interleaved, a 1,024-sample shuffle window)
@@ -84,6 +85,10 @@ def main():
     ap.add_argument("--tls", action="store_true",
                     help="serve HTTPS, as GCS does (the reader then decrypts every byte; the server encrypts "
                     "on the same cores)")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="read the two streams through a torch DataLoader with this many workers "
+                    "(ShardStream(batch_size=64), the DataLoader's batch 64; BatchReader is left out); "
+                    "CPU seconds are then the main process's only")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if not os.path.exists(a.server):
@@ -110,6 +115,14 @@ def main():
         readers = (("stream", lambda p: lambda: ps.ShardStream(p, seed=1)),
                    ("inorder", lambda p: lambda: ps.ShardStream(p, shuffle=False)),
                    ("batch", lambda p: lambda: ps.BatchReader(p, 256)))
+        if a.workers:
+            from torch.utils.data import DataLoader
+
+            def loader(**kw):
+                return lambda p: lambda: DataLoader(ps.ShardStream(p, batch_size=64, **kw), batch_size=64,
+                                                    num_workers=a.workers)
+            readers = (("stream", loader(seed=1)), ("inorder", loader(shuffle=False)))
+            out["workers"] = a.workers
         runs = {(name, case): [] for name, _ in readers for case in ("local_cold", "local", "gcs", "gcs_warm")}
         # The rounds alternate the cases: this VM's memory state (pages the host
         # took back, see docs) moves first epochs by 2x from one minute to the next.
@@ -134,7 +147,8 @@ def main():
             print(json.dumps(out, indent=1))
         else:
             print(f"{out['samples']} samples, {out['bytes'] / 1e6:.0f} MB, {a.delay} per request, cache in "
-                  f"{os.path.dirname(cache)}, PREPSHARDS_GCS_DIRECT={a.direct}{', HTTPS' if a.tls else ''}; "
+                  f"{os.path.dirname(cache)}, PREPSHARDS_GCS_DIRECT={a.direct}{', HTTPS' if a.tls else ''}"
+                  f"{f', DataLoader with {a.workers} workers' if a.workers else ''}; "
                   f"medians of {a.rounds} rounds (samples/s, the process's CPU s in the median epoch)")
             for name, _ in readers:
                 r = out[name]
