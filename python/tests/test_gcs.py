@@ -113,6 +113,21 @@ def test_reads_equal_local(shards, serve, tmp_path, monkeypatch):
     assert len(v) == 24
 
 
+def test_listing_in_pages(shards, serve, monkeypatch):
+    """A listing longer than a page: GCS pages with nextPageToken; fake-gcs-server cuts at
+    maxResults without one, and the listing goes on from the last name."""
+    from prepshards import _gcs
+    monkeypatch.setattr(_gcs, "_PAGE", 2)
+    serve({"h5": shards["img_h5"]})
+    names = sorted(os.listdir(shards["img_h5"]))
+    assert len(names) > 4
+    got = _gcs.client().list("b", "h5/")
+    assert sorted(got) == [f"h5/{n}" for n in names]
+    assert [v[0] for _, v in sorted(got.items())] == [os.path.getsize(os.path.join(shards["img_h5"], n))
+                                                      for n in names]
+    same_as_local("gs://b/h5", shards["img_h5"])
+
+
 def test_https(shards, serve, tmp_path, monkeypatch):
     """GCS is HTTPS: the reader checks the server's certificate (here the test server's,
     trusted through SSL_CERT_FILE) and refuses one it cannot check, naming the object."""
