@@ -168,13 +168,14 @@ if __name__ == "__main__":
 """
 
 
-def test_gloo_resume_at_another_world_size(shards, tmp_path):
+def gloo_resume(folder, tmp):
+    """Two ranks (torch.distributed, gloo; DataLoader workers) take 4 samples each from
+    folder's 24, then three resume from rank 1's state: (first run's results, second's)."""
     need("torch")
     import json
     import socket
-    script = tmp_path / "gloo.py"
+    script = tmp / "gloo.py"
     script.write_text(GLOO)
-    folder = shards["img_h5"]
 
     def run(world, n, state_in, out):
         with socket.socket() as so:
@@ -184,13 +185,18 @@ def test_gloo_resume_at_another_world_size(shards, tmp_path):
                         state_in, str(out), str(port)], check=True, timeout=120)
         return [json.load(open(f"{out}.{r}")) for r in range(world)]
 
-    first = run(2, 4, "-", tmp_path / "a")
-    json.dump(first[1]["state"], open(tmp_path / "state.json", "w"))
-    second = run(3, 0, str(tmp_path / "state.json"), tmp_path / "b")
+    first = run(2, 4, "-", tmp / "a")
+    json.dump(first[1]["state"], open(tmp / "state.json", "w"))
+    second = run(3, 0, str(tmp / "state.json"), tmp / "b")
     taken = sum((r["got"] for r in first), [])
     rest = sum((r["got"] for r in second), [])
     assert len(taken) == 8 and len(rest) == 3 * ((24 - 8) // 3)
     assert sorted(taken + rest + second[0]["dropped"]) == list(range(24))
+    return first, second
+
+
+def test_gloo_resume_at_another_world_size(shards, tmp_path):
+    gloo_resume(shards["img_h5"], tmp_path)
 
 
 # -- shuffling across shards -------------------------------------------------------------

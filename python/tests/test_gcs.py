@@ -237,6 +237,18 @@ def test_mix_and_concat_over_gs(shards, serve):
     assert np.array_equal(x, x2) and np.array_equal(y, y2)
 
 
+def test_gloo_ranks_over_gs(shards, serve, tmp_path):
+    """torch.distributed ranks (gloo) with DataLoader workers read gs:// as they read the
+    folder, and resume at another world size the same way."""
+    from test_elastic import gloo_resume
+    serve({"h5": shards["img_h5"]})
+    (tmp_path / "gs").mkdir()
+    (tmp_path / "local").mkdir()
+    remote = gloo_resume("gs://b/h5", tmp_path / "gs")
+    local = gloo_resume(shards["img_h5"], tmp_path / "local")
+    assert [[r["got"] for r in run] for run in remote] == [[r["got"] for r in run] for run in local]
+
+
 def test_listing_beside_the_manifest_used_once_and_fresh(shards, serve, monkeypatch):
     """A reader lists its shards while it reads the manifest (one round trip, not two): that
     listing records the shards' identity at the start, once, and only while it is fresh;
