@@ -42,6 +42,7 @@ import threading
 import time
 import urllib.parse
 import warnings
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -328,7 +329,7 @@ class Client:
         self.retries = _env_int("PREPSHARDS_GCS_RETRIES", 6)
         self.local = threading.local()
         self.lock = threading.Lock()
-        self.conns = []  # every thread's connection, to close them all
+        self.conns = weakref.WeakSet()  # every live thread's connection, to close them all
         self.requests = 0
         self.retried = collections.Counter()  # what made a request be tried again, by kind
 
@@ -341,13 +342,16 @@ class Client:
                 c = http.client.HTTPConnection(self.netloc, timeout=self.timeout)
             self.local.conn = c
             with self.lock:
-                self.conns.append(c)
+                self.conns.add(c)
+            # closed when its thread is gone: a reader's fetch threads go with the reader,
+            # and their sockets must not stay open for the life of the process
+            self.local.closer = weakref.finalize(threading.current_thread(), c.close)
         return c
 
     def close(self):
         """Close every thread's connection (one in use reconnects on its next request)."""
         with self.lock:
-            conns, self.conns = self.conns, []
+            conns, self.conns = list(self.conns), weakref.WeakSet()
         for c in conns:
             c.close()
 
@@ -355,9 +359,9 @@ class Client:
         c = getattr(self.local, "conn", None)
         if c is not None:
             c.close()
+            self.local.closer.detach()
             with self.lock:
-                if c in self.conns:
-                    self.conns.remove(c)
+                self.conns.discard(c)
         self.local.conn = None
 
     def get(self, url, path, query, headers=None, want=None, into=None):
@@ -748,6 +752,14 @@ class RemoteFiles:
         if st is not None and self._pid == os.getpid():
             st.close()
         self._state = None
+
+    def __del__(self):
+        # a reader dropped without close(): its chunk descriptors, fetch threads and
+        # buffers go with it (a new reader each epoch would otherwise run out of files)
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
     def stats(self):
         st = self._state

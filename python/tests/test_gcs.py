@@ -249,6 +249,29 @@ def test_gloo_ranks_over_gs(shards, serve, tmp_path):
     assert [[r["got"] for r in run] for run in remote] == [[r["got"] for r in run] for run in local]
 
 
+@pytest.mark.parametrize("direct", ["0", "1"])
+def test_readers_dropped_release_files(shards, serve, monkeypatch, direct):
+    """A new reader each epoch, the old one dropped without close(): its chunk descriptors,
+    fetch threads and their connections go with it (they piled up, 64 descriptors and up to
+    16 sockets a reader, until the process ran out of files)."""
+    import gc
+    import threading
+    monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", direct)
+    monkeypatch.setenv("PREPSHARDS_GCS_CHUNK", str(16 << 10))
+    serve({"h5": shards["img_h5"], "png": shards["img_png"]})
+
+    def fds():
+        return len(os.listdir("/proc/self/fd"))
+    counts = []
+    for e in range(4):
+        for url in ("gs://b/h5", "gs://b/png"):
+            assert sum(1 for _ in ps.ShardStream(url, seed=e)) > 0
+            ps.ShardDataset(url)[3]
+        gc.collect()
+        counts.append((fds(), threading.active_count()))
+    assert counts[-1][0] <= counts[0][0] + 2 and counts[-1][1] <= counts[0][1], counts
+
+
 def test_listing_beside_the_manifest_used_once_and_fresh(shards, serve, monkeypatch):
     """A reader lists its shards while it reads the manifest (one round trip, not two): that
     listing records the shards' identity at the start, once, and only while it is fresh;
