@@ -553,6 +553,9 @@ def _listing(url):
     return client().list(*_folder(url))
 
 
+_STALE = 600  # seconds after which a .tmp or .lock file in the cache is a dead process's
+
+
 class Cache:
     """Chunk files under a folder, capped in size, least recently used evicted.
 
@@ -630,14 +633,22 @@ class Cache:
 
     def evict(self):
         files, total = [], 0
+        stale = time.time() - _STALE
         for dirpath, _, names in os.walk(self.root):
             for n in names:
-                if n.endswith((".tmp", ".lock")):
-                    continue  # being written or fetched right now
                 p = os.path.join(dirpath, n)
                 try:
                     st = os.stat(p)
                 except FileNotFoundError:
+                    continue
+                if n.endswith((".tmp", ".lock")):
+                    # being written or fetched right now, unless left by a process that was
+                    # killed (a preempted job): those would pile up outside the limit
+                    if st.st_mtime < stale:
+                        try:
+                            os.unlink(p)
+                        except FileNotFoundError:
+                            pass
                     continue
                 files.append((st.st_mtime_ns, st.st_size, p))
                 total += st.st_size

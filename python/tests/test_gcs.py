@@ -406,6 +406,24 @@ def test_cache_put_direct(tmp_path):
     assert cache.direct == takes
 
 
+def test_evict_removes_what_killed_processes_left(tmp_path):
+    """A process killed mid-write leaves .tmp files and .lock files, outside the size limit:
+    eviction removes those older than _STALE and leaves the fresh ones (being written)."""
+    from prepshards import _gcs
+    cache = _gcs.Cache(str(tmp_path / "c"), 1 << 30)
+    buf = bytearray(4096)
+    cache.put("obj", 0, buf, 4096)
+    d = os.path.dirname(cache.path("obj", 0))
+    old, new = time.time() - _gcs._STALE - 5, time.time()
+    for name, t in (("00000001.99.1.tmp", old), ("00000002.lock", old), ("00000003.99.2.tmp", new),
+                    ("00000004.lock", new)):
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(b"x" * 100)
+        os.utime(os.path.join(d, name), (t, t))
+    cache.evict()
+    assert sorted(os.listdir(d)) == ["00000000", "00000003.99.2.tmp", "00000004.lock"]
+
+
 def test_no_o_direct_falls_back(shards, serve, monkeypatch):
     """Where the cache's file system refuses O_DIRECT (tmpfs on older kernels, some FUSE),
     chunks are written as usual and still read from memory."""
