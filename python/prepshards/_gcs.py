@@ -566,7 +566,10 @@ class Cache:
 
     def __init__(self, root, limit):
         self.root, self.limit = root, limit
-        os.makedirs(root, exist_ok=True)
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as e:
+            raise self.unwritable(e) from None
         self.lock = threading.Lock()
         self.added = 0
         self.evicted = 0
@@ -574,6 +577,10 @@ class Cache:
 
     def path(self, obj_key, chunk):
         return os.path.join(self.root, obj_key, f"{chunk:08d}")
+
+    def unwritable(self, e):
+        return ShardIOError(f"{self.root}: the chunk cache cannot be written there ({e.strerror or e}); "
+                            "point PREPSHARDS_CACHE at a writable folder on a local disk")
 
     def put(self, obj_key, chunk, buf, n, direct=False):
         """Store a chunk: the first n bytes of buf. ``direct``: past the page cache
@@ -780,6 +787,14 @@ class RemoteFiles:
                                       "from_file": st.from_file}
 
 
+def _touch(fd):
+    """Mark a chunk recently used (evicted last); a cache shared read-only cannot be marked."""
+    try:
+        os.utime(fd)
+    except OSError:
+        pass
+
+
 def _mtime(path):
     try:
         return os.stat(path).st_mtime
@@ -934,7 +949,7 @@ class _ReadState:
                 if r <= 0:
                     return False
                 got += r
-            os.utime(fd)  # recently used: evicted last
+            _touch(fd)
             with self.lock:
                 self.window = min(self.window + 1, self.files.ahead)  # as for a fetch
                 self._hold(ch, buf, n)
@@ -958,9 +973,9 @@ class _ReadState:
         # DataLoader workers of one rank read the same shards: the first to
         # take a chunk's lock file fetches it, the others wait for the file
         # (a lock older than a minute is from a process that died: ignored)
-        os.makedirs(os.path.dirname(p), exist_ok=True)
         lock = p + ".lock"
         try:
+            os.makedirs(os.path.dirname(p), exist_ok=True)
             os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         except FileExistsError:
             while os.path.exists(lock) and time.time() - _mtime(lock) < 60:
@@ -969,6 +984,8 @@ class _ReadState:
                 time.sleep(0.005)
             if os.path.exists(p):
                 return True
+        except OSError as e:
+            raise self.cache.unwritable(e) from None
         with self.lock:
             buf = self._take()
         try:
@@ -1048,7 +1065,7 @@ class _ReadState:
                 fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             except FileNotFoundError:
                 continue  # evicted between fetch and open: fetch again
-            os.utime(fd)  # recently used: evicted last
+            _touch(fd)
             self.fds[ch] = fd
             if len(self.fds) > 64:
                 _, old = self.fds.popitem(last=False)

@@ -392,6 +392,40 @@ def test_cache_disk_full(shards, serve, monkeypatch, direct):
     assert not leftovers
 
 
+def test_cache_unwritable(shards, serve, tmp_path, monkeypatch):
+    """A cache folder that cannot be made, or written in, is an error naming it and the fix."""
+    from prepshards import _gcs
+    serve({"h5": shards["img_h5"]})
+    (tmp_path / "file").write_bytes(b"")
+    monkeypatch.setenv("PREPSHARDS_CACHE", str(tmp_path / "file" / "cache"))
+    with pytest.raises(ps.ShardIOError, match=r"/file/cache: the chunk cache cannot be written there \(Not a "
+                       r"directory\); point PREPSHARDS_CACHE at a writable folder"):
+        list(ps.ShardStream("gs://b/h5"))
+    monkeypatch.setenv("PREPSHARDS_CACHE", str(tmp_path / "ro"))
+    real = os.open
+
+    def no_locks(path, flags, *a):
+        if str(path).endswith(".lock"):
+            raise PermissionError(13, "Permission denied")
+        return real(path, flags, *a)
+    monkeypatch.setattr(_gcs.os, "open", no_locks)
+    with pytest.raises(ps.ShardIOError, match=r"/ro: the chunk cache cannot be written there \(Permission "
+                       r"denied\); point PREPSHARDS_CACHE"):
+        list(ps.ShardStream("gs://b/h5"))
+    # a filled cache shared read-only: chunks cannot be marked recently used; reads go on
+    monkeypatch.setattr(_gcs.os, "open", real)
+    monkeypatch.setenv("PREPSHARDS_CACHE", str(tmp_path / "shared"))
+    want = [x.tobytes() for x, _ in ps.ShardStream(shards["img_h5"], seed=1)]
+    assert [x.tobytes() for x, _ in ps.ShardStream("gs://b/h5", seed=1)] == want
+
+    def refuse(*a, **kw):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(_gcs.os, "utime", refuse)
+    for direct in ("0", "1"):
+        monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", direct)
+        assert [x.tobytes() for x, _ in ps.ShardStream("gs://b/h5", seed=1)] == want
+
+
 def test_cache_put_direct(tmp_path):
     """O_DIRECT writes whole 4 KiB blocks: a chunk of another size is cut back to its bytes."""
     import mmap
