@@ -434,10 +434,11 @@ class Client:
         return self.get(f"gs://{bucket}/{name}", path, q, h, want=length, into=into)
 
     def list(self, bucket, prefix):
-        """{name: (size, generation)} of the objects under prefix."""
+        """{name: (size, generation, content encoding)} of the objects under prefix."""
         out, token, after = {}, None, None
         while True:
-            q = {"prefix": prefix, "fields": "items(name,size,generation),nextPageToken", "maxResults": str(_PAGE)}
+            q = {"prefix": prefix, "fields": "items(name,size,generation,contentEncoding),nextPageToken",
+                 "maxResults": str(_PAGE)}
             if token:
                 q["pageToken"] = token
             elif after is not None:
@@ -449,7 +450,7 @@ class Client:
                 raise ShardIOError(f"gs://{bucket}/{prefix}: no such bucket; check the path") from None
             items = got.get("items", [])
             for it in items:
-                out[it["name"]] = (int(it["size"]), str(it.get("generation", "")))
+                out[it["name"]] = (int(it["size"]), str(it.get("generation", "")), it.get("contentEncoding", ""))
             token = got.get("nextPageToken")
             if not token:
                 if len(items) < _PAGE:
@@ -716,7 +717,12 @@ class RemoteFiles:
                     raise self._changed(k, "was removed")
                 raise ShardSizeError(f"{s['path']}: shard listed in {self._manifest_path} is missing; "
                                      "upload it again or reconvert (prep convert --resume)")
-            size, gen = got
+            size, gen, enc = got
+            if enc == "gzip":
+                raise ShardIOError(
+                    f"{s['path']}: stored gzip-compressed (Content-Encoding: gzip, as `gsutil cp -Z` or `gcloud "
+                    "storage cp --gzip-local-all` upload): GCS then serves it whole and decompressed, never a "
+                    "byte range; upload the shards without compression (they are uncompressed by design)")
             want = self._ident.get(k)
             if want is None:
                 if size != s["bytes"]:

@@ -41,8 +41,9 @@ class Server:
         self.url = self.p.stdout.readline().strip()
         assert self.url.startswith(("http://", "https://")), "gcsserver did not start"
 
-    def upload(self, name, data):
-        req = urllib.request.Request(f"{self.url}/upload/storage/v1/b/b/o?uploadType=media&name={name}",
+    def upload(self, name, data, encoding=""):
+        q = f"&contentEncoding={encoding}" if encoding else ""
+        req = urllib.request.Request(f"{self.url}/upload/storage/v1/b/b/o?uploadType=media&name={name}{q}",
                                      data=data, method="POST")
         with urllib.request.urlopen(req) as r:
             r.read()
@@ -126,6 +127,18 @@ def test_listing_in_pages(shards, serve, monkeypatch):
     assert [v[0] for _, v in sorted(got.items())] == [os.path.getsize(os.path.join(shards["img_h5"], n))
                                                       for n in names]
     same_as_local("gs://b/h5", shards["img_h5"])
+
+
+def test_gzip_stored_shard_refused(shards, serve):
+    """A shard uploaded gzip-compressed (gsutil cp -Z) is served whole and decompressed,
+    ignoring byte ranges: refused at open, naming it and the fix."""
+    import gzip
+    srv = serve({"h5": shards["img_h5"]})
+    name = sorted(f for f in os.listdir(shards["img_h5"]) if f.endswith(".h5"))[1]
+    srv.upload(f"h5/{name}", gzip.compress(read_file(os.path.join(shards["img_h5"], name))), encoding="gzip")
+    with pytest.raises(ps.ShardIOError, match=rf"gs://b/h5/{name}: stored gzip-compressed .*upload the shards "
+                       r"without compression"):
+        ps.ShardDataset("gs://b/h5")
 
 
 def test_https(shards, serve, tmp_path, monkeypatch):
