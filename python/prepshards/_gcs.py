@@ -763,13 +763,16 @@ class RemoteFiles:
     def fd(self, k):
         return RemoteFile(self, k)  # cheap: state lives in _ReadState, per process
 
-    def plan(self, ranges):
-        """The reads to come, in order: (shard, offset, length) each; chunks are fetched in that order."""
-        self._st().plan(ranges)
+    def plan(self, ranges, hold=True):
+        """The reads to come, in order: (shard, offset, length) each; chunks are fetched in that
+        order. ``hold``: the reads run through the plan front to back, so a chunk may be served
+        from memory until its planned bytes are read (direct mode); False for scattered reads
+        (map-style batches), whose chunks go through the page cache."""
+        self._st().plan(ranges, hold)
 
-    def whole(self, shards):
+    def whole(self, shards, hold=True):
         """Plan whole shards in this order (tar: the member index reads every header)."""
-        self.plan([(k, 0, int(self._shards[k]["bytes"])) for k in shards])
+        self.plan([(k, 0, int(self._shards[k]["bytes"])) for k in shards], hold)
 
     def close(self):
         st = self._state
@@ -849,6 +852,10 @@ class _ReadState:
         self.buffers = 0  # fetch buffers made
         self.cache_failed = False  # a cache write failed (warned once)
         self.direct = _direct_default(sum(int(s["bytes"]) for s in files._shards))
+        self.hold = True  # the plan is read front to back: see plan
+        # chunks seen in the cache (one evicted since is fetched when read, not before)
+        self.present = set()
+        self.most_present = max(4096, 2 * files.cache_limit // files.chunk)
         self.refs = {}  # planned chunk -> bytes planned to be read from it (a read may come in parts)
         self.span = {}  # planned chunk -> (its first planned read, its last), positions in the plan
         # chunk -> [buffer, bytes, planned bytes left, read yet, being written], least recently used first
@@ -869,16 +876,18 @@ class _ReadState:
         c = self.files.chunk
         return -(-int(self.files._shards[k]["bytes"]) // c)
 
-    def plan(self, ranges):
+    def plan(self, ranges, hold=True):
         refs, span = plan_chunks(ranges, self.files.chunk)
         with self.lock:
             self.queue = collections.deque(refs)  # first-read order
-            self.refs, self.span = refs, span
-            # start with a few requests, one more as each arrives: the first chunks, which
-            # the reader waits for, do not share the link with `ahead` others
-            self.window = min(_START, self.files.ahead)
+            self.refs, self.span, self.hold = refs, span, hold
+            if not self.inflight:
+                # start with a few requests, one more as each arrives: the first chunks, which
+                # the reader waits for, do not share the link with `ahead` others (a plan made
+                # while fetches run, the next map-style batch, goes on at the current width)
+                self.window = min(_START, self.files.ahead)
             for ch, e in list(self.mem.items()):  # held for an earlier plan
-                e[2] = refs.get(ch, 0)
+                e[2] = refs.get(ch, 0) if hold else 0
                 if e[2] <= 0:
                     self._release(ch)
             self._pump()
@@ -888,8 +897,14 @@ class _ReadState:
             ch = self.queue.popleft()
             if ch in self.inflight or ch in self.mem:
                 continue
-            if not self._keeps(ch) and os.path.exists(self.cache.path(self.key(ch[0]), ch[1])):
-                continue  # read from the file when its turn comes
+            if not self._keeps(ch) and (ch in self.present or
+                                        os.path.exists(self.cache.path(self.key(ch[0]), ch[1]))):
+                # read from the file when its turn comes; remembered, so that the next plan
+                # (a map-style batch touches a chunk per sample) need not look again
+                if len(self.present) > self.most_present:
+                    self.present.clear()
+                self.present.add(ch)
+                continue
             self.inflight[ch] = self.pool.submit(self._fetch, ch)
 
     # -- fetch buffers (under self.lock) --------------------------------------
@@ -923,7 +938,7 @@ class _ReadState:
 
     def _keeps(self, ch):
         """Whether chunk ch is held in memory once fetched or loaded (see the class)."""
-        return self.direct and self.refs.get(ch, 0) > 0
+        return self.direct and self.hold and self.refs.get(ch, 0) > 0
 
     def _load(self, ch, p):
         """Read a cached chunk into a buffer past the page cache and hold it: False (nothing
@@ -1070,6 +1085,7 @@ class _ReadState:
             try:
                 fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             except FileNotFoundError:
+                self.present.discard(ch)
                 continue  # evicted between fetch and open: fetch again
             _touch(fd)
             self.fds[ch] = fd

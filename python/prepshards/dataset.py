@@ -1,5 +1,6 @@
 """Map-style access: ShardDataset."""
 
+import collections
 import warnings
 
 import numpy as np
@@ -157,6 +158,19 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
         each. ``transform`` is not applied. Every sample must share one shape
         per field (ragged shards: use ``ds[i]``).
         """
+        self._plan(indices)
+        return self._fill(indices, as_tensor, shared, out, epoch)
+
+    def _plan(self, indices):
+        """Shards on gs://: the chunks of these samples are fetched side by side, in this order,
+        not one after another as the reads reach them (map-style reads: none held in memory)."""
+        if self._ss.remote:
+            g = np.asarray(indices, np.int64)
+            self._ss.plan_reads(g[(g >= 0) & (g < len(self))], [sp.name for sp in self.field_specs()],
+                                hold=False)
+
+    def _fill(self, indices, as_tensor=False, shared=False, out=None, epoch=None):
+        """get_batch without planning the reads."""
         specs = self.field_specs()
         n = len(indices)
         if out is None:
@@ -220,7 +234,8 @@ class ShardDataset(ManifestInfo, _torch.MapBase):
             raise ValueError(f"ring={ring} is unsafe with prefetch_factor={prefetch}: a worker may be "
                              f"up to {prefetch} batches ahead; use ring >= {prefetch + 1}")
         dl = DataLoader(_BatchFetch(self, batch_size, ring, return_indices), batch_size=None,
-                        sampler=_EpochBatches(BatchSampler(sampler, batch_size, drop_last), self),
+                        sampler=_EpochBatches(BatchSampler(sampler, batch_size, drop_last), self,
+                                              max(num_workers, 1)),
                         num_workers=num_workers, **kwargs)
         return _RingLoader(dl, self)
 
@@ -255,7 +270,9 @@ class _BatchFetch(_torch.MapBase):
 
     def __getitem__(self, item):
         import os  # noqa: PLC0415
-        epoch, indices = item  # _EpochBatches: the epoch travels with the batch, to any worker
+        # _EpochBatches: the epoch travels with the batch, to any worker, and so does the
+        # batch this worker gets next
+        epoch, indices, following = item
         if self._pid != os.getpid():
             shared = _torch.in_worker()
             specs = self.ds.field_specs()
@@ -271,27 +288,37 @@ class _BatchFetch(_torch.MapBase):
         if n > self.batch_size:
             raise ValueError(f"batch of {n} samples, the ring holds {self.batch_size}")
         view = ([(t[:n], a[:n]) for t, a in bufs], (lab[0][:n], lab[1][:n]))
-        data, labels = self.ds.get_batch(indices, out=view, epoch=epoch)
+        self.ds._plan(list(indices) + list(following))  # gs://: this batch's chunks and the next one's
+        data, labels = self.ds._fill(indices, out=view, epoch=epoch)
         if self.return_indices:
             return data, labels, _torch.torch.as_tensor(indices, dtype=_torch.torch.int64)
         return data, labels
 
 
 class _EpochBatches:
-    """A batch sampler whose batches carry the dataset's epoch when the pass began: workers,
-    persistent ones too, draw the online ops of the main process's ``set_epoch``."""
+    """A batch sampler whose batches carry the dataset's epoch when the pass began (workers,
+    persistent ones too, draw the online ops of the main process's ``set_epoch``) and the
+    batch the same worker reads next: DataLoader deals batches to its ``workers`` in turn,
+    so that is the one ``workers`` places later (a prefetch hint for shards on gs://; []
+    at the end)."""
 
-    def __init__(self, batches, ds):
+    def __init__(self, batches, ds, workers):
         self.batches = batches
         self.ds = ds
+        self.workers = workers
 
     def __len__(self):
         return len(self.batches)
 
     def __iter__(self):
         epoch = self.ds.epoch
+        window = collections.deque()
         for b in self.batches:
-            yield epoch, b
+            window.append(b)
+            if len(window) > self.workers:
+                yield epoch, window.popleft(), b
+        for b in window:
+            yield epoch, b, []
 
 
 class _RingLoader:

@@ -236,6 +236,19 @@ class Concat(_torch.MapBase):
 
     def get_batch(self, indices, as_tensor=False, shared=False, out=None, epoch=None):
         """As ShardDataset.get_batch, across the datasets."""
+        self._plan(indices)
+        return self._fill(indices, as_tensor, shared, out, epoch)
+
+    def _plan(self, indices):
+        """As ShardDataset._plan: each dataset on gs:// is told its share, in order."""
+        idx = np.asarray(indices, np.int64)
+        idx = idx[(idx >= 0) & (idx < len(self))]
+        ds = np.searchsorted(self.starts, idx, side="right") - 1
+        for d in np.unique(ds).tolist():
+            self.datasets[d]._plan(idx[ds == d] - self.starts[d])
+
+    def _fill(self, indices, as_tensor=False, shared=False, out=None, epoch=None):
+        """get_batch without planning the reads."""
         epoch = self.epoch if epoch is None else int(epoch)
         specs = self.field_specs()
         idx = np.asarray(indices, np.int64)

@@ -599,22 +599,22 @@ class ShardSet:
             pread_into(self.files.fd(k), mv, off, self.manifest.shards[k]["path"])
             yield mv
 
-    def plan_reads(self, gids, fields=None):
+    def plan_reads(self, gids, fields=None, hold=True):
         """Tell a remote shard set the samples to come (global indices, in read order) and the
         fields read of them (None: all), so chunks are fetched in that order; local shards need
-        nothing."""
+        nothing. ``hold``: see RemoteFiles.plan (False for scattered map-style reads)."""
         if not self.remote or not len(gids):
             return
         gids = np.asarray(gids, np.int64)
         ks = np.searchsorted(self.starts, gids, side="right") - 1
         if self.manifest.format != "hdf5":
             _, first = np.unique(ks, return_index=True)  # tar: the header scan reads the whole shard
-            self.files.whole(ks[np.sort(first)].tolist())
+            self.files.whole(ks[np.sort(first)].tolist(), hold)
             return
         js = gids - self.starts[ks]
-        self.plan_runs(np.stack([ks, js, js + 1], axis=1), fields)
+        self.plan_runs(np.stack([ks, js, js + 1], axis=1), fields, hold)
 
-    def plan_runs(self, runs, fields=None):
+    def plan_runs(self, runs, fields=None, hold=True):
         """As plan_reads, for (shard, start, stop) runs of samples (HDF5: the bytes of those samples'
         fields, each shard's labels first; ragged fields: the whole shard). The plan is what is
         read: a chunk held in memory for it is let go once its planned bytes are read."""
@@ -623,9 +623,9 @@ class ShardSet:
         runs = np.asarray(runs, np.int64).reshape(-1, 3)
         if self.manifest.format != "hdf5":
             _, first = np.unique(runs[:, 0], return_index=True)
-            self.files.whole(runs[np.sort(first), 0].tolist())
+            self.files.whole(runs[np.sort(first), 0].tolist(), hold)
             return
-        self.files.plan(self._byte_ranges(runs, fields))
+        self.files.plan(self._byte_ranges(runs, fields), hold)
 
     def _byte_ranges(self, runs, fields):
         """The (shard, offset, length) reads of runs, in order: at a shard's first run its labels

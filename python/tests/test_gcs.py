@@ -285,6 +285,48 @@ def test_readers_dropped_release_files(shards, serve, monkeypatch, direct):
     assert counts[-1][0] <= counts[0][0] + 2 and counts[-1][1] <= counts[0][1], counts
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_map_style_batches_fetch_side_by_side(shards, serve, monkeypatch, workers):
+    """A map-style batch (get_batch, loader) names its samples before reading them: their
+    chunks are fetched side by side, not one after another as the reads reach them, and
+    none is held in memory (scattered reads go through the page cache, direct mode too)."""
+    import threading
+    from prepshards import _gcs
+    monkeypatch.setenv("PREPSHARDS_GCS_DIRECT", "1")
+    monkeypatch.setenv("PREPSHARDS_GCS_AHEAD", "4")  # unplanned reads prefetch 4 // 4 = 1 neighbour
+    serve({"h5": shards["img_h5"]}, "-delay", "50ms")
+    ds, local = ps.ShardDataset("gs://b/h5"), ps.ShardDataset(shards["img_h5"])
+    if workers:  # the loader's workers: same batches as over the local folder
+        got = [(x.clone(), y.clone()) for x, y in ds.loader(batch_size=5, shuffle=True, seed=2,
+                                                             num_workers=workers)]
+        want = [(x.clone(), y.clone()) for x, y in local.loader(batch_size=5, shuffle=True, seed=2,
+                                                                num_workers=workers)]
+        assert len(got) == len(want) == 5
+        assert all((a[0] == b[0]).all() and (a[1] == b[1]).all() for a, b in zip(got, want))
+        return
+    now, most = [0], [0]
+    lock = threading.Lock()
+    orig = _gcs._ReadState._fetch
+
+    def fetch(self, ch):
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            return orig(self, ch)
+        finally:
+            with lock:
+                now[0] -= 1
+    monkeypatch.setattr(_gcs._ReadState, "_fetch", fetch)
+    idx = [0, 23, 11, 5, 17, 2, 20, 8]  # scattered over the 3 shards
+    x, y = ds.get_batch(idx)
+    x2, y2 = local.get_batch(idx)
+    assert np.array_equal(x, x2) and np.array_equal(y, y2)
+    assert most[0] >= 3, f"at most {most[0]} chunk fetched at once"
+    st = ds.shard_set.files.stats()
+    assert st["from_memory"] == 0 and st["held"] == 0, st
+
+
 def test_listing_beside_the_manifest_used_once_and_fresh(shards, serve, monkeypatch):
     """A reader lists its shards while it reads the manifest (one round trip, not two): that
     listing records the shards' identity at the start, once, and only while it is fresh;
