@@ -13,6 +13,8 @@ when missing) serving DIR as gs://b/d, every request delayed by --delay
            (8 shards interleaved, a 1,024-sample shuffle window)
   inorder  ShardStream(shuffle=False): per-sample reads, in file order
   batch    BatchReader(256): contiguous batches, sequential
+  map      ShardDataset.loader(256, shuffle=True): map-style, shuffled batches
+           (random reads; not sequential, timed alongside)
 
 Local reads run from the page cache (warmed first), the remote ones from
 an empty chunk cache, so the ratio is the worst case: prefetch in the
@@ -87,7 +89,8 @@ def main():
                     "on the same cores)")
     ap.add_argument("--workers", type=int, default=0,
                     help="read the two streams through a torch DataLoader with this many workers "
-                    "(ShardStream(batch_size=64), the DataLoader's batch 64; BatchReader is left out); "
+                    "(ShardStream(batch_size=64), the DataLoader's batch 64; the map-style loader with them; "
+                    "BatchReader is left out); "
                     "CPU seconds are then the main process's only")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -114,14 +117,17 @@ def main():
                "rounds": a.rounds}
         readers = (("stream", lambda p: lambda: ps.ShardStream(p, seed=1)),
                    ("inorder", lambda p: lambda: ps.ShardStream(p, shuffle=False)),
-                   ("batch", lambda p: lambda: ps.BatchReader(p, 256)))
+                   ("batch", lambda p: lambda: ps.BatchReader(p, 256)),
+                   ("map", lambda p: lambda: ps.ShardDataset(p).loader(256, shuffle=True, seed=1)))
         if a.workers:
             from torch.utils.data import DataLoader
 
             def loader(**kw):
                 return lambda p: lambda: DataLoader(ps.ShardStream(p, batch_size=64, **kw), batch_size=64,
                                                     num_workers=a.workers)
-            readers = (("stream", loader(seed=1)), ("inorder", loader(shuffle=False)))
+            readers = (("stream", loader(seed=1)), ("inorder", loader(shuffle=False)),
+                       ("map", lambda p: lambda: ps.ShardDataset(p).loader(256, shuffle=True, seed=1,
+                                                                            num_workers=a.workers)))
             out["workers"] = a.workers
         runs = {(name, case): [] for name, _ in readers for case in ("local_cold", "local", "gcs", "gcs_warm")}
         # The rounds alternate the cases: this VM's memory state (pages the host
