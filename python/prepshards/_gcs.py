@@ -486,17 +486,32 @@ def client():
         "GOOGLE_APPLICATION_CREDENTIALS", "GCE_METADATA_HOST", "HOME"))
     c = _clients.get(key)
     if c is None:
-        reset_clients()
-        c = _clients[key] = Client()
+        with _clients_lock:  # fetch threads ask at once
+            c = _clients.get(key)
+            if c is None:
+                reset_clients()
+                c = _clients[key] = Client()
     return c
 
 
 def reset_clients():
     """Forget the clients, closing this process's connections (they would linger until collected)."""
-    for k, old in _clients.items():
-        if k[0] == os.getpid():
-            old.close()
-    _clients.clear()
+    with _clients_lock:
+        old = [c for k, c in _clients.items() if k[0] == os.getpid()]
+        _clients.clear()
+    for c in old:
+        c.close()
+
+
+_clients_lock = threading.RLock()
+
+
+def _after_fork():
+    global _clients_lock
+    _clients_lock = threading.RLock()  # a parent's thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def read_object(url):
@@ -856,6 +871,7 @@ class _ReadState:
         # chunks seen in the cache (one evicted since is fetched when read, not before)
         self.present = set()
         self.most_present = max(4096, 2 * files.cache_limit // files.chunk)
+        self.evicted = 0  # the cache's evictions when present was last cleared
         self.refs = {}  # planned chunk -> bytes planned to be read from it (a read may come in parts)
         self.span = {}  # planned chunk -> (its first planned read, its last), positions in the plan
         # chunk -> [buffer, bytes, planned bytes left, read yet, being written], least recently used first
@@ -901,8 +917,9 @@ class _ReadState:
                                         os.path.exists(self.cache.path(self.key(ch[0]), ch[1]))):
                 # read from the file when its turn comes; remembered, so that the next plan
                 # (a map-style batch touches a chunk per sample) need not look again
-                if len(self.present) > self.most_present:
-                    self.present.clear()
+                if len(self.present) > self.most_present or self.evicted != self.cache.evicted:
+                    self.present.clear()  # and after this process evicted chunks
+                    self.evicted = self.cache.evicted
                 self.present.add(ch)
                 continue
             self.inflight[ch] = self.pool.submit(self._fetch, ch)

@@ -80,6 +80,15 @@ def takes_o_direct(folder):
         return False
 
 
+def settled(cache, timeout=10.0):
+    """Wait until the fetches writing into the cache folder are done (a chunk is handed to
+    its reader before it is written, so an epoch can end first): no .lock or .tmp left."""
+    deadline = time.time() + timeout
+    while any(f.endswith((".lock", ".tmp")) for _, _, fs in os.walk(cache) for f in fs):
+        assert time.time() < deadline, f"fetches into {cache} still running after {timeout} s"
+        time.sleep(0.01)
+
+
 def read_file(path):
     with open(path, "rb") as f:
         return f.read()
@@ -364,6 +373,7 @@ def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, di
     remote = ps.ShardStream("gs://b/h5", yield_index=True, seed=3, buffer_size=7, interleave=3)
     local = ps.ShardStream(shards["img_h5"], yield_index=True, seed=3, buffer_size=7, interleave=3)
     assert [(g, x.tobytes(), y) for x, y, g in remote] == [(g, x.tobytes(), y) for x, y, g in local]
+    settled(os.environ["PREPSHARDS_CACHE"])
     st = remote._ss.files.stats()
     if direct == "1":
         # every planned chunk written with O_DIRECT, where the file system takes it
@@ -389,6 +399,7 @@ def test_first_epoch_from_fetch_buffers(shards, serve, tmp_path, monkeypatch, di
         os.truncate(p, 100)
     remote.set_epoch(0)
     assert [(g, x.tobytes(), y) for x, y, g in remote] == [(g, x.tobytes(), y) for x, y, g in local]
+    settled(os.environ["PREPSHARDS_CACHE"])
     st2 = remote._ss.files.stats()
     if direct == "1":
         assert st2["fetched"] == fetched + 1 and st2["loaded"] >= files - 1, st2
