@@ -1175,10 +1175,21 @@ class _ReadState:
             except OSError:
                 pass
         self.fds.clear()
-        self.pool.shutdown(wait=False, cancel_futures=True)
         with self.lock:
+            self.queue.clear()  # a fetch finishing now submits no more
             self.mem.clear()
             self.free.clear()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        # let the executor go: it holds its threads, and a thread's connection closes
+        # when the thread is gone (Client._conn)
+        self.pool = _Closed()
+
+
+class _Closed:
+    """The fetch pool of a closed _ReadState: what a late caller submits is refused."""
+
+    def submit(self, *a, **kw):
+        raise ShardIOError("the reader was closed")
 
 
 def plan_chunks(ranges, c):

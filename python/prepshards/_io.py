@@ -19,6 +19,17 @@ except AttributeError:  # pragma: no cover - non-Linux
     _preadv = None
 
 
+class Closing:
+    """``with reader:`` closes it at the end (its descriptors, and on gs:// its fetch
+    threads, buffers and connections), as ``reader.close()`` does."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 _tuned = False
 
 

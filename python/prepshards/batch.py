@@ -3,6 +3,7 @@
 import numpy as np
 
 from . import _torch
+from ._io import Closing
 from ._batch import augmented_specs, fill, fixed_specs, online_for
 from ._order import check_settings, resume_history, stages
 from .dataset import _select_fields
@@ -14,7 +15,7 @@ from .stream import epoch_sequence
 _STATE_VERSION = 1
 
 
-class BatchReader:
+class BatchReader(Closing):
     """Read runs of contiguous samples, one read per field and batch, into reused buffers.
 
     Iterating yields ``(data, labels)``: ``data`` a batch-first array (or a

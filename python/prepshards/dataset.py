@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from . import _torch
+from ._io import Closing
 from ._batch import augmented_specs, fill, fixed_specs, online_for, read_augmented, runs_of
 from .errors import UnknownFieldError
 from .online import apply_torch
@@ -25,7 +26,7 @@ def _select_fields(ss, fields):
     return names, not single
 
 
-class ShardDataset(ManifestInfo, _torch.MapBase):
+class ShardDataset(ManifestInfo, Closing, _torch.MapBase):
     """Random access to the samples of a prep shard folder.
 
     ``ds[i]`` returns ``(sample, label)``. ``sample`` is a numpy array when

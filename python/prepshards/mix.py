@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from . import _torch
+from ._io import Closing
 from ._batch import fill
 from ._order import worker_part
 from .dataset import ShardDataset
@@ -14,7 +15,7 @@ from .stream import ShardStream
 _MIX_STATE_VERSION = 1
 
 
-class Mix(_torch.IterBase):
+class Mix(Closing, _torch.IterBase):
     """Yield from several ShardStreams, picking a stream per sample by weight.
 
     ``Mix([a, b], weights=[3, 1], seed=0)`` yields what the streams yield
@@ -60,6 +61,10 @@ class Mix(_torch.IterBase):
         self._pos = 0  # steps of this epoch taken before the current iteration
         self._seen = 0
         self._done = False
+
+    def close(self):
+        for st in self.streams:
+            st.close()
 
     def set_epoch(self, epoch):
         epoch = int(epoch)
@@ -151,7 +156,7 @@ class Mix(_torch.IterBase):
         self._done = False
 
 
-class Concat(_torch.MapBase):
+class Concat(Closing, _torch.MapBase):
     """Several ShardDatasets end to end: map-style, ``ds[i]`` as the dataset holding i gives it.
 
     Index i is in ``datasets[d]`` for ``starts[d] <= i < starts[d + 1]``

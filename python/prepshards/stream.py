@@ -3,6 +3,7 @@
 import numpy as np
 
 from . import _torch
+from ._io import Closing
 from ._batch import online_for, read_augmented
 from ._order import check_settings, epoch_order, reorder, resume_history, stages, worker_part
 from .dataset import _select_fields
@@ -23,7 +24,7 @@ def epoch_sequence(ss, epoch, seed, shuffle):
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-class ShardStream(ManifestInfo, _torch.IterBase):
+class ShardStream(ManifestInfo, Closing, _torch.IterBase):
     """Iterate over prep shards in a seeded, sharded, elastic, resumable order.
 
     Yields ``(sample, label)`` like ShardDataset (``(sample, label, index)``

@@ -89,6 +89,18 @@ def settled(cache, timeout=10.0):
         time.sleep(0.01)
 
 
+def settle(measure, ok, timeout=5.0):
+    """Measure until ok(measure()) holds or timeout passes: what it last measured, or None."""
+    deadline = time.time() + timeout
+    while True:
+        got = measure()
+        if ok(got):
+            return got
+        if time.time() > deadline:
+            return None
+        time.sleep(0.02)
+
+
 def read_file(path):
     with open(path, "rb") as f:
         return f.read()
@@ -291,7 +303,10 @@ def test_readers_dropped_release_files(shards, serve, monkeypatch, direct):
             ps.ShardDataset(url)[3]
         gc.collect()
         counts.append((fds(), threading.active_count()))
-    assert counts[-1][0] <= counts[0][0] + 2 and counts[-1][1] <= counts[0][1], counts
+    # the last readers' fetch threads leave once their fetch is done
+    last = settle(lambda: (gc.collect(), fds(), threading.active_count())[1:],
+                  lambda c: c[0] <= counts[0][0] + 2 and c[1] <= counts[0][1])
+    assert last, counts
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -334,6 +349,30 @@ def test_map_style_batches_fetch_side_by_side(shards, serve, monkeypatch, worker
     assert most[0] >= 3, f"at most {most[0]} chunk fetched at once"
     st = ds.shard_set.files.stats()
     assert st["from_memory"] == 0 and st["held"] == 0, st
+
+
+def test_readers_close_with_with(shards, serve):
+    """Every reader is a context manager: at the end of ``with`` its chunk descriptors and
+    fetch threads are gone, as after close()."""
+    import threading
+    serve({"h5": shards["img_h5"], "png": shards["img_png"]})
+    before = (len(os.listdir("/proc/self/fd")), threading.active_count())
+    makers = [lambda: ps.ShardDataset("gs://b/h5"), lambda: ps.ShardStream("gs://b/png", seed=1),
+              lambda: ps.BatchReader("gs://b/h5", 4),
+              lambda: ps.Mix([ps.ShardStream("gs://b/h5"), ps.ShardStream("gs://b/png")], weights=[1, 1]),
+              lambda: ps.Concat([ps.ShardDataset("gs://b/h5"), ps.ShardDataset("gs://b/png")])]
+    for make in makers:
+        with make() as r:
+            if isinstance(r, (ps.ShardDataset, ps.Concat)):
+                n = len([r[i] for i in range(len(r))])
+            else:
+                n = sum(1 for _ in r)
+            assert n > 0
+            sets = [r.shard_set] if hasattr(r, "shard_set") else []
+        assert all(s.files._state is None for s in sets)
+        # the fetch threads leave once their fetch is done, and their connections with them
+        assert settle(lambda: (len(os.listdir("/proc/self/fd")), threading.active_count()),
+                      lambda c: c[0] <= before[0] + 2 and c[1] <= before[1]), make
 
 
 def test_listing_beside_the_manifest_used_once_and_fresh(shards, serve, monkeypatch):
