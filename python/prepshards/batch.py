@@ -3,8 +3,8 @@
 import numpy as np
 
 from . import _torch
-from ._io import Closing
 from ._batch import augmented_specs, fill, fixed_specs, online_for
+from ._io import Closing
 from ._order import check_settings, resume_history, stages
 from .dataset import _select_fields
 from .errors import ShardError

@@ -6,8 +6,8 @@ import warnings
 import numpy as np
 
 from . import _torch
-from ._io import Closing
 from ._batch import augmented_specs, fill, fixed_specs, online_for, read_augmented, runs_of
+from ._io import Closing
 from .errors import UnknownFieldError
 from .online import apply_torch
 from .shards import ManifestInfo, ShardSet

@@ -5,8 +5,8 @@ import math
 import numpy as np
 
 from . import _torch
-from ._io import Closing
 from ._batch import fill
+from ._io import Closing
 from ._order import worker_part
 from .dataset import ShardDataset
 from .errors import ShardError, ShardFormatError

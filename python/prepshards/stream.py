@@ -3,8 +3,8 @@
 import numpy as np
 
 from . import _torch
-from ._io import Closing
 from ._batch import online_for, read_augmented
+from ._io import Closing
 from ._order import check_settings, epoch_order, reorder, resume_history, stages, worker_part
 from .dataset import _select_fields
 from .online import apply_torch
