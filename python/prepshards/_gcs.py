@@ -924,6 +924,11 @@ class _ReadState:
                 continue
             self.inflight[ch] = self.pool.submit(self._fetch, ch)
 
+    def _arrived(self):  # under self.lock
+        """A chunk came (fetched, or loaded from the cache): one more request may be in flight."""
+        self.window = min(self.window + 1, self.files.ahead)
+        self._pump()
+
     # -- fetch buffers (under self.lock) --------------------------------------
 
     def _take(self):
@@ -989,10 +994,9 @@ class _ReadState:
                 got += r
             _touch(fd)
             with self.lock:
-                self.window = min(self.window + 1, self.files.ahead)  # as for a fetch
                 self._hold(ch, buf, n)
                 buf = None
-                self._pump()
+                self._arrived()
             self.loaded += 1
             return True
         finally:
@@ -1038,9 +1042,8 @@ class _ReadState:
                 raise self.files._changed(k, "was replaced or removed (its generation is gone)") from None
             self.fetched += 1
             with self.lock:
-                self.window = min(self.window + 1, self.files.ahead)
                 e = self._hold(ch, buf, n, writing=True) if keep else None
-                self._pump()
+                self._arrived()
             # held first, written second: the reader need not wait for the disk
             try:
                 self.cache.put(self.key(k), i, buf, n, direct=keep)

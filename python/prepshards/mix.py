@@ -246,6 +246,8 @@ class Concat(Closing, _torch.MapBase):
 
     def _plan(self, indices):
         """As ShardDataset._plan: each dataset on gs:// is told its share, in order."""
+        if not any(d.shard_set.remote for d in self.datasets):
+            return
         idx = np.asarray(indices, np.int64)
         idx = idx[(idx >= 0) & (idx < len(self))]
         ds = np.searchsorted(self.starts, idx, side="right") - 1

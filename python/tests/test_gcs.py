@@ -83,10 +83,9 @@ def takes_o_direct(folder):
 def settled(cache, timeout=10.0):
     """Wait until the fetches writing into the cache folder are done (a chunk is handed to
     its reader before it is written, so an epoch can end first): no .lock or .tmp left."""
-    deadline = time.time() + timeout
-    while any(f.endswith((".lock", ".tmp")) for _, _, fs in os.walk(cache) for f in fs):
-        assert time.time() < deadline, f"fetches into {cache} still running after {timeout} s"
-        time.sleep(0.01)
+    busy = settle(lambda: any(f.endswith((".lock", ".tmp")) for _, _, fs in os.walk(cache) for f in fs),
+                  lambda b: not b, timeout)
+    assert busy is not None, f"fetches into {cache} still running after {timeout} s"
 
 
 def settle(measure, ok, timeout=5.0):
