@@ -16,8 +16,14 @@ var errHEIFLoop = errors.New("its item references are damaged or form a loop (li
 // heifRefLoop reports whether the item references of the ISOBMFF file in
 // data (meta/iref: dimg, from a derived image to its inputs, and auxl,
 // from an alpha or depth image to its master, which decoding the master
-// follows the other way) form a cycle, or are cut or overrun their box.
+// follows the other way) form a cycle, or are cut or damaged.
 // A file without meta or iref has none: libheif judges the rest.
+//
+// The references are read as libheif reads them: one after another, the
+// size in each reference box's header unused. A size that disagrees with
+// what is read makes libheif's graph differ from the boxes' (FuzzHEIFJXL:
+// a first reference box of size 0, "to the end", hid a loop behind it),
+// so it counts as damaged.
 func heifRefLoop(data []byte) bool {
 	meta, ok := findBox(data, "meta")
 	if !ok || len(meta) < 4 {
@@ -30,37 +36,24 @@ func heifRefLoop(data []byte) bool {
 	if len(iref) < 4 {
 		return true
 	}
-	wide := iref[0] != 0 // version 1: 32-bit item IDs
+	r := refReader{wide: iref[0] != 0} // version 1: 32-bit item IDs
 	edges := map[uint32][]uint32{}
 	for rest := iref[4:]; len(rest) > 0; {
-		typ, body, next, ok := nextBox(rest)
-		if !ok {
-			return true // a reference box overruns iref
-		}
-		rest = next
-		id := func(b []byte) (uint32, []byte, bool) {
-			if wide {
-				if len(b) < 4 {
-					return 0, nil, false
-				}
-				return binary.BigEndian.Uint32(b), b[4:], true
+		r.b = rest
+		size, typ := r.header()
+		from := r.id()
+		n := r.u16()
+		tos := make([]uint32, 0, min(int(n), len(r.b)/2))
+		for range n {
+			if tos = append(tos, r.id()); r.cut {
+				return true
 			}
-			if len(b) < 2 {
-				return 0, nil, false
-			}
-			return uint32(binary.BigEndian.Uint16(b)), b[2:], true
 		}
-		from, b, ok := id(body)
-		if !ok || len(b) < 2 {
+		if r.cut || uint64(len(rest)-len(r.b)) != size {
 			return true
 		}
-		n := int(binary.BigEndian.Uint16(b))
-		b = b[2:]
-		for range n {
-			var to uint32
-			if to, b, ok = id(b); !ok {
-				return true // fewer IDs than the count
-			}
+		rest = r.b
+		for _, to := range tos {
 			switch typ {
 			case "dimg":
 				edges[from] = append(edges[from], to)
@@ -125,4 +118,45 @@ func nextBox(data []byte) (typ string, body, rest []byte, ok bool) {
 		return "", nil, nil, false
 	}
 	return string(data[4:8]), data[hdr:size], data[size:], true
+}
+
+// refReader reads an iref box's reference boxes; cut is set once a read
+// runs past the end.
+type refReader struct {
+	b    []byte
+	wide bool // 32-bit item IDs
+	cut  bool
+}
+
+func (r *refReader) next(n int) []byte {
+	if len(r.b) < n {
+		r.cut, r.b = true, nil
+		return make([]byte, n)
+	}
+	p := r.b[:n]
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *refReader) u16() uint16 { return binary.BigEndian.Uint16(r.next(2)) }
+
+func (r *refReader) id() uint32 {
+	if r.wide {
+		return binary.BigEndian.Uint32(r.next(4))
+	}
+	return uint32(r.u16())
+}
+
+// header reads a box header as libheif does: a 32-bit size, the type, a
+// 64-bit size when the first is 1, a 16-byte extended type for "uuid".
+func (r *refReader) header() (size uint64, typ string) {
+	size = uint64(binary.BigEndian.Uint32(r.next(4)))
+	typ = string(r.next(4))
+	if size == 1 {
+		size = binary.BigEndian.Uint64(r.next(8))
+	}
+	if typ == "uuid" {
+		r.next(16)
+	}
+	return size, typ
 }
