@@ -79,8 +79,13 @@ func (f fastPaths) lines() []fastPath {
 		mp3 = "ffmpeg, a process per file: built without cgo (rebuild: make install)"
 		opus = mp3
 	}
+	heif, jxl := imgdec.HEIFDecoder(), imgdec.JXLDecoder()
+	if imgdec.Isolated() && f.decoders {
+		heif += "; in child processes (a crash refuses one file)"
+		jxl += "; in child processes (a crash refuses one file)"
+	}
 	return []fastPath{{"simd", f.simd()}, {"jpeg", jpeg}, {"png", png}, {"webp", imgdec.WebPDecoder()},
-		{"heif", imgdec.HEIFDecoder()}, {"jxl", imgdec.JXLDecoder()},
+		{"heif", heif}, {"jxl", jxl},
 		{"other", imgdec.OtherFormats}, {"flac", flac}, {"mp3", mp3}, {"opus", opus}}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prep-dev/prep/cloudsrc"
 	"github.com/prep-dev/prep/formats/manifest"
+	"github.com/prep-dev/prep/media/imgdec"
 )
 
 // Exit codes, documented in the README.
@@ -127,6 +128,15 @@ Exit codes:
 }
 
 func main() {
+	// HEIF, AVIF and JPEG XL files are decoded in child processes, this
+	// executable started again (imgdec/isolate.go): a crash of libheif or
+	// libjxl then refuses one file instead of ending the run.
+	if imgdec.ChildMain() {
+		return
+	}
+	if exe, err := os.Executable(); err == nil {
+		imgdec.Isolate(exe)
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

@@ -13,6 +13,10 @@ import (
 // after it damaged). So prep reads the references first.
 var errHEIFLoop = errors.New("its item references are damaged or form a loop (libheif would never finish it)")
 
+// screenHEIF turns heifRefLoop's check on; tests turn it off to crash
+// libheif in a child process on purpose.
+var screenHEIF = true
+
 // heifRefLoop reports whether the item references of the ISOBMFF file in
 // data (meta/iref: dimg, from a derived image to its inputs, and auxl,
 // from an alpha or depth image to its master, which decoding the master

@@ -218,7 +218,7 @@ func heifSizeOf(name string) func([]byte) (int, int, error) {
 		if err := heifCodecs(name); err != nil {
 			return 0, 0, err
 		}
-		if heifRefLoop(data) {
+		if screenHEIF && heifRefLoop(data) {
 			return 0, 0, errHEIFLoop
 		}
 		var w, h, alpha C.int

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -73,6 +74,9 @@ var otherFormats = map[string]otherFormat{
 }
 
 func decodeOther(format string, data []byte, maxPixels int64, info Info) (*image.NRGBA, Info, error) {
+	if p := isolation.Load(); p != nil && slices.Contains(isolatedFormats, format) {
+		return p.decode(format, data, maxPixels, info)
+	}
 	f := otherFormats[format]
 	w, h, err := f.size(data)
 	if err != nil {

@@ -1,0 +1,321 @@
+package imgdec
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Why isolate: libheif 1.15 and libjxl 0.7 (Debian 12) are C libraries
+// that a damaged or crafted file can crash. FuzzHEIFJXL found two item
+// reference loops on which libheif recursed until the stack ran out,
+// taking the whole process with it; prep now refuses those, but cannot
+// read every file as libheif does. A crash in the converting process
+// would end a run of a million photos at one file, without naming it, and
+// --resume would meet the same file again. So once Isolate is called,
+// HEIF, AVIF and JPEG XL files are decoded in child processes (the same
+// executable, started with PREP_IMGDEC_CHILD=1): a child that dies or
+// hangs costs its one file, refused by name, and the next decode starts a
+// new one. JPEG, PNG and WebP stay in process: libjpeg-turbo, libpng and
+// libwebp have been fuzzed for years, and they are most of any dataset.
+//
+// A child decodes one file at a time; there are as many as decodes run at
+// once (the CPU workers), each started on first need and kept. The file
+// goes to the child through its stdin, the pixels come back through its
+// stdout; that copy costs about 2% of a HEIC decode (docs/PERFORMANCE.md).
+
+// childEnv marks a process started as a decoding child.
+const childEnv = "PREP_IMGDEC_CHILD"
+
+// isolatedFormats are the formats decoded in children, by their index in
+// the protocol.
+var isolatedFormats = []string{"heif", "avif", "jxl"}
+
+// childTimeout bounds one decode in a child: a 100-Mpixel AVIF takes
+// seconds, so a child still busy after this is stuck.
+var childTimeout = 2 * time.Minute
+
+var isolation atomic.Pointer[childPool]
+
+// Isolate makes HEIF, AVIF and JPEG XL decodes run in child processes
+// started from exe, which must call ChildMain first thing in main.
+func Isolate(exe string) {
+	isolation.Store(&childPool{exe: exe})
+}
+
+// Isolated reports whether Isolate was called.
+func Isolated() bool { return isolation.Load() != nil }
+
+// ChildMain serves decodes on stdin and stdout and reports true when this
+// process was started as a decoding child (the caller then exits);
+// otherwise it returns false at once.
+func ChildMain() bool {
+	if os.Getenv(childEnv) != "1" {
+		return false
+	}
+	if err := serveChild(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "prep decoding child:", err)
+		os.Exit(1)
+	}
+	return true
+}
+
+// The protocol, one exchange per file:
+//
+//	request: format index (1 byte), maxPixels (int64), length (uint64), the file
+//	reply:   kind (1 byte), Info's Width and Height (uint32), ScaleNum,
+//	         Orientation and Opaque (1 byte each), then for replyImage the
+//	         Width·Height·4 bytes of NRGBA, for replyError the message's
+//	         length (uint32) and the message
+const (
+	replyImage = 0
+	replyError = 1
+)
+
+func serveChild(r io.Reader, w io.Writer) error {
+	in := bufio.NewReaderSize(r, 1<<16)
+	out := bufio.NewWriterSize(w, 1<<16)
+	var data []byte
+	for {
+		var req [17]byte
+		if _, err := io.ReadFull(in, req[:]); err == io.EOF {
+			return nil // the parent is done
+		} else if err != nil {
+			return err
+		}
+		if int(req[0]) >= len(isolatedFormats) {
+			return fmt.Errorf("unknown format %d", req[0])
+		}
+		n := binary.BigEndian.Uint64(req[9:])
+		if n > uint64(len(data)) {
+			data = make([]byte, n)
+		}
+		if _, err := io.ReadFull(in, data[:n]); err != nil {
+			return err
+		}
+		maxPixels := int64(binary.BigEndian.Uint64(req[1:]))
+		img, info, err := decodeOther(isolatedFormats[req[0]], data[:n], maxPixels, Info{})
+		var hdr [16]byte
+		binary.BigEndian.PutUint32(hdr[1:], uint32(info.Width))
+		binary.BigEndian.PutUint32(hdr[5:], uint32(info.Height))
+		hdr[9], hdr[10] = byte(info.ScaleNum), byte(info.Orientation)
+		if info.Opaque {
+			hdr[11] = 1
+		}
+		if err != nil {
+			hdr[0] = replyError
+			binary.BigEndian.PutUint32(hdr[12:], uint32(len(err.Error())))
+			out.Write(hdr[:])
+			out.WriteString(err.Error())
+		} else {
+			hdr[0] = replyImage
+			out.Write(hdr[:12])
+			out.Write(img.Pix) // decodeOther's images are w×h with stride 4w
+			Release(img)
+		}
+		if err := out.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// childPool keeps the idle children.
+type childPool struct {
+	exe  string
+	mu   sync.Mutex
+	idle []*child
+}
+
+// decode decodes data of format in a child.
+func (p *childPool) decode(format string, data []byte, maxPixels int64, info Info) (*image.NRGBA, Info, error) {
+	c, err := p.get()
+	if err != nil {
+		return nil, info, err
+	}
+	img, info, err := c.decode(format, data, maxPixels, info)
+	var gone *childGone
+	if errors.As(err, &gone) {
+		c.kill()
+		return nil, info, fmt.Errorf("corrupt %s: %s", otherFormats[format].name, gone.why(format))
+	}
+	p.put(c)
+	return img, info, err
+}
+
+func (p *childPool) get() (*child, error) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		c := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return c, nil
+	}
+	p.mu.Unlock()
+	return startChild(p.exe)
+}
+
+func (p *childPool) put(c *child) {
+	p.mu.Lock()
+	p.idle = append(p.idle, c)
+	p.mu.Unlock()
+}
+
+// child is one decoding process.
+type child struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	stderr *headBuffer   // the start of what it wrote during the current decode
+	done   chan struct{} // closed once the process is waited for
+}
+
+func startChild(exe string) (*child, error) {
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	c := &child{cmd: cmd, stderr: &headBuffer{max: 4 << 10}, done: make(chan struct{})}
+	cmd.Stderr = c.stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting a decoding process: %w", err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting a decoding process: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting a decoding process (%s): %w", exe, err)
+	}
+	c.in, c.out = in, bufio.NewReaderSize(out, 1<<16)
+	// A child ends when its stdin closes: when the pool kills it, or when
+	// this process ends, however it ends. Wait reaps it; the goroutine
+	// ends with it.
+	go func() {
+		cmd.Wait()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// childGone is a child that died or was stopped during a decode.
+type childGone struct {
+	c       *child
+	timeout bool
+}
+
+func (g *childGone) Error() string { return "the decoding process ended" }
+
+// why words the end of a child for a refused file.
+func (g *childGone) why(format string) string {
+	lib := "libheif"
+	if format == "jxl" {
+		lib = "libjxl"
+	}
+	if g.timeout {
+		return fmt.Sprintf("%s did not finish decoding it in %v (a damaged file can make it loop): check it with %s, or leave it out", lib, childTimeout, checkTool(format))
+	}
+	<-g.c.done
+	how := g.c.cmd.ProcessState.String() // "exit status 2", "signal: killed"
+	if first, _, _ := strings.Cut(strings.TrimSpace(g.c.stderr.String()), "\n"); first != "" {
+		how += ": " + first // Go's crash report starts "SIGSEGV: segmentation violation"
+	}
+	return fmt.Sprintf("%s crashed decoding it (%s); the file is damaged or made to crash decoders: check it with %s, or leave it out", lib, how, checkTool(format))
+}
+
+func checkTool(format string) string {
+	if format == "jxl" {
+		return "djxl"
+	}
+	return "heif-convert"
+}
+
+func (c *child) decode(format string, data []byte, maxPixels int64, info Info) (*image.NRGBA, Info, error) {
+	var req [17]byte
+	req[0] = byte(slices.Index(isolatedFormats, format))
+	binary.BigEndian.PutUint64(req[1:], uint64(maxPixels))
+	binary.BigEndian.PutUint64(req[9:], uint64(len(data)))
+	c.stderr.Reset()
+	var timedOut atomic.Bool
+	watchdog := time.AfterFunc(childTimeout, func() {
+		timedOut.Store(true)
+		c.cmd.Process.Kill()
+	})
+	defer watchdog.Stop()
+	gone := func() error { return &childGone{c: c, timeout: timedOut.Load()} }
+
+	if _, err := c.in.Write(req[:]); err != nil {
+		return nil, info, gone()
+	}
+	if _, err := c.in.Write(data); err != nil {
+		return nil, info, gone()
+	}
+	var hdr [16]byte
+	if _, err := io.ReadFull(c.out, hdr[:12]); err != nil {
+		return nil, info, gone()
+	}
+	info.Width, info.Height = int(binary.BigEndian.Uint32(hdr[1:])), int(binary.BigEndian.Uint32(hdr[5:]))
+	info.ScaleNum, info.Orientation, info.Opaque = int(hdr[9]), int(hdr[10]), hdr[11] == 1
+	if hdr[0] == replyError {
+		if _, err := io.ReadFull(c.out, hdr[12:]); err != nil {
+			return nil, info, gone()
+		}
+		msg := make([]byte, binary.BigEndian.Uint32(hdr[12:]))
+		if _, err := io.ReadFull(c.out, msg); err != nil {
+			return nil, info, gone()
+		}
+		return nil, info, errors.New(string(msg))
+	}
+	// The child checked the size against maxPixels before it decoded.
+	img := newNRGBA(info.Width, info.Height)
+	if _, err := io.ReadFull(c.out, img.Pix); err != nil {
+		Release(img)
+		return nil, info, gone()
+	}
+	return img, info, nil
+}
+
+// kill ends a child that failed and waits for it.
+func (c *child) kill() {
+	c.cmd.Process.Kill()
+	c.in.Close()
+	<-c.done
+}
+
+// headBuffer keeps the first max bytes written to it: the start of a
+// child's crash report, which names the signal.
+type headBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   bytes.Buffer
+}
+
+func (t *headBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if room := t.max - t.b.Len(); room > 0 {
+		t.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (t *headBuffer) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b.Reset()
+}
+
+func (t *headBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.b.String()
+}

@@ -1,0 +1,184 @@
+package imgdec
+
+import (
+	"bytes"
+	"image"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as its own decoding child, as prep
+// does (cmd/prep's main). Two settings, read in the child, make it fail on
+// purpose: PREP_TEST_UNSCREENED hands libheif the files heifRefLoop
+// refuses, so that it crashes; PREP_TEST_SLOW_HEIF makes each HEIF decode
+// take that long.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		screenHEIF = os.Getenv("PREP_TEST_UNSCREENED") != "1"
+		if d, err := time.ParseDuration(os.Getenv("PREP_TEST_SLOW_HEIF")); err == nil {
+			f := otherFormats["heif"]
+			decode := f.decode
+			f.decode = func(data []byte, w, h int) (*image.NRGBA, bool, error) {
+				time.Sleep(d)
+				return decode(data, w, h)
+			}
+			otherFormats["heif"] = f
+		}
+		ChildMain()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// isolate turns isolation on for the test, with the settings the children
+// get from the environment, and ends it and its children after.
+func isolate(t testing.TB, env ...string) *childPool {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(env); i += 2 {
+		t.Setenv(env[i], env[i+1])
+	}
+	Isolate(exe)
+	p := isolation.Load()
+	t.Cleanup(func() {
+		isolation.Store(nil)
+		p.close()
+	})
+	return p
+}
+
+func seed(t testing.TB, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "seeds", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestIsolatedDecode: a child decodes HEIC, AVIF and JPEG XL to the same
+// pixels and Info as this process, and refuses what this process refuses
+// with the same words, from 4 decodes at once.
+func TestIsolatedDecode(t *testing.T) {
+	needTurbo(t)
+	var inputs [][]byte
+	for _, name := range []string{"s.heic", "s.avif", "s.jxl"} {
+		data := seed(t, name)
+		inputs = append(inputs, data, data[:len(data)*2/3])
+	}
+	inputs = append(inputs, []byte("\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic"))
+	type result struct {
+		pix  []byte
+		info Info
+		err  string
+	}
+	decode := func(data []byte, limit int64) result {
+		img, info, err := Decode(data, Options{MaxPixels: limit})
+		if err != nil {
+			return result{info: info, err: err.Error()}
+		}
+		defer Release(img)
+		if img.Stride != 4*img.Rect.Dx() {
+			t.Errorf("stride %d for %v", img.Stride, img.Rect)
+		}
+		return result{pix: bytes.Clone(img.Pix), info: info}
+	}
+	var want []result
+	for _, limit := range []int64{0, 50} { // 12×8 is over 50 pixels
+		for _, data := range inputs {
+			want = append(want, decode(data, limit))
+		}
+	}
+	if want[0].err != "" || want[len(inputs)].err == "" {
+		t.Fatalf("in process: %q, over the limit: %q", want[0].err, want[len(inputs)].err)
+	}
+
+	p := isolate(t)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range want {
+				k := (i + g) % len(want)
+				got := decode(inputs[k%len(inputs)], []int64{0, 50}[k/len(inputs)])
+				if !bytes.Equal(got.pix, want[k].pix) || got.info != want[k].info || got.err != want[k].err {
+					t.Errorf("input %d in a child: %v %q, in process: %v %q", k, got.info, got.err, want[k].info, want[k].err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := p.size(); n < 1 || n > 4 {
+		t.Errorf("%d children for 4 decodes at once", n)
+	}
+}
+
+// TestIsolatedCrash: libheif, given an item reference loop, crashes its
+// child, not this process; the file is refused with why, and the next
+// file gets a new child.
+func TestIsolatedCrash(t *testing.T) {
+	needTurbo(t)
+	good := seed(t, "s.heic")
+	at := bytes.Index(good, []byte("dimg\x00\x04\x00\x01\x00\x03"))
+	if at < 0 {
+		t.Fatal("the seed's iref is not as made")
+	}
+	loop := bytes.Clone(good)
+	loop[at+9] = 2 // as in TestHEIFRefLoop
+	isolate(t, "PREP_TEST_UNSCREENED", "1")
+	for range 2 {
+		_, _, err := Decode(loop, Options{})
+		const want = "corrupt HEIF: libheif crashed decoding it (exit status 2: SIGSEGV: segmentation violation); the file is damaged or made to crash decoders: check it with heif-convert, or leave it out"
+		if err == nil || err.Error() != want {
+			t.Errorf("looped HEIC: %v\nwant %s", err, want)
+		}
+		img, _, err := Decode(good, Options{})
+		if err != nil {
+			t.Fatalf("the seed after a crash: %v", err)
+		}
+		Release(img)
+	}
+}
+
+// TestIsolatedTimeout: a child that does not answer in childTimeout is
+// stopped, its file refused, and the next file decoded.
+func TestIsolatedTimeout(t *testing.T) {
+	needTurbo(t)
+	defer func(d time.Duration) { childTimeout = d }(childTimeout)
+	childTimeout = 500 * time.Millisecond
+	isolate(t, "PREP_TEST_SLOW_HEIF", "2s")
+	_, _, err := Decode(seed(t, "s.heic"), Options{})
+	if err == nil || !strings.HasPrefix(err.Error(), "corrupt HEIF: libheif did not finish decoding it in 500ms") {
+		t.Errorf("slow HEIC: %v", err)
+	}
+	img, _, err := Decode(seed(t, "s.avif"), Options{}) // AVIF is not slowed
+	if err != nil {
+		t.Fatalf("the next file: %v", err)
+	}
+	Release(img)
+}
+
+// close ends the idle children: their stdin closes, and they exit.
+func (p *childPool) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.in.Close()
+		<-c.done
+	}
+}
+
+// size is the number of idle children.
+func (p *childPool) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
