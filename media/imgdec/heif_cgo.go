@@ -177,6 +177,10 @@ import (
 	"unsafe"
 )
 
+// cDecoders says whether libheif and libjxl can be bound: the only
+// decoders Isolate moves into child processes.
+const cDecoders = true
+
 // The codecs libheif decodes (heif_compression_format).
 const (
 	heifHEVC = 1

@@ -11,6 +11,10 @@ import (
 // Without cgo there is no libheif or libjxl binding: HEIF, AVIF and JPEG
 // XL files are refused, naming the build.
 
+// cDecoders says whether libheif and libjxl can be bound: the only
+// decoders Isolate moves into child processes.
+const cDecoders = false
+
 // heifLib and jxlLib say why the libraries are not there.
 var (
 	heifLib = func() error { return errors.New("built without cgo") }

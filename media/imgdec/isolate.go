@@ -49,9 +49,12 @@ var childTimeout = 2 * time.Minute
 var isolation atomic.Pointer[childPool]
 
 // Isolate makes HEIF, AVIF and JPEG XL decodes run in child processes
-// started from exe, which must call ChildMain first thing in main.
+// started from exe, which must call ChildMain first thing in main. A
+// build without cgo, which refuses those files, starts none.
 func Isolate(exe string) {
-	isolation.Store(&childPool{exe: exe})
+	if cDecoders {
+		isolation.Store(&childPool{exe: exe})
+	}
 }
 
 // Isolated reports whether Isolate was called.
