@@ -105,11 +105,13 @@ fuzz:
 # 200 real clips (out/benchaudio, by scripts/benchaudio.py) with prep and
 # with sox and ffmpeg run per file; bench-video.py converts 12 videos made
 # from the photos with prep and with ffmpeg alone: docs/PERFORMANCE.md.
-# bench_online.py (after bench-images.py has made the photos): samples/s of
+# BenchmarkIsolation (after bench-images.py has made the photos): HEIC,
+# AVIF and JPEG XL made from 16 of them, decoded in child processes and in
+# process. bench_online.py: samples/s of
 # prepshards' online crop/flip against torchvision ImageFolder and against
 # no online ops (docs/TRAINING.md).
 bench: build
-	$(GO) test -run '^$$' -bench . -skip GCS -benchmem -benchtime 3x ./...
+	$(GO) test -run '^$$' -bench . -skip 'GCS|Isolation' -benchmem -benchtime 3x ./...
 	$(GO) test -run '^$$' -bench GCS -benchtime 1x ./cloudsrc/ ./convert/
 	@echo "cpu: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); flags:$$(grep -m1 -o -w 'avx2\|avx512f\|avx512vbmi' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 	rm -rf out/bench-reader
@@ -118,6 +120,7 @@ bench: build
 	$(PYTHON) python/bench/bench_gcs.py out/bench-reader --direct 1
 	$(PYTHON) python/bench/bench_gcs.py out/bench-reader --direct 0
 	$(PYTHON) scripts/bench-images.py --prep $(BIN)
+	$(GO) test -run '^$$' -bench Isolation -benchtime 3x ./media/imgdec/
 	$(PYTHON) python/bench/bench_online.py --prep $(BIN)
 	$(PYTHON) scripts/bench-audio.py --prep $(BIN)
 	$(PYTHON) scripts/bench-video.py --prep $(BIN)

@@ -32,8 +32,11 @@ import (
 //
 // A child decodes one file at a time; there are as many as decodes run at
 // once (the CPU workers), each started on first need and kept. The file
-// goes to the child through its stdin, the pixels come back through its
-// stdout; that copy costs about 2% of a HEIC decode (docs/PERFORMANCE.md).
+// goes to the child through its stdin and the answer comes back through
+// its stdout, the pixels through memory the two share (a memfd): through
+// the pipe they cost a fifth of an AVIF decode (docs/PERFORMANCE.md).
+// Only Linux has both memfd and the machines prep runs on; elsewhere the
+// decodes stay in process.
 
 // childEnv marks a process started as a decoding child.
 const childEnv = "PREP_IMGDEC_CHILD"
@@ -52,7 +55,7 @@ var isolation atomic.Pointer[childPool]
 // started from exe, which must call ChildMain first thing in main. A
 // build without cgo, which refuses those files, starts none.
 func Isolate(exe string) {
-	if cDecoders {
+	if cDecoders && sharedMemory {
 		isolation.Store(&childPool{exe: exe})
 	}
 }
@@ -67,7 +70,7 @@ func ChildMain() bool {
 	if os.Getenv(childEnv) != "1" {
 		return false
 	}
-	if err := serveChild(os.Stdin, os.Stdout); err != nil {
+	if err := serveChild(os.Stdin, os.Stdout, &shm{f: os.NewFile(3, "shared memory")}); err != nil {
 		fmt.Fprintln(os.Stderr, "prep decoding child:", err)
 		os.Exit(1)
 	}
@@ -78,15 +81,16 @@ func ChildMain() bool {
 //
 //	request: format index (1 byte), maxPixels (int64), length (uint64), the file
 //	reply:   kind (1 byte), Info's Width and Height (uint32), ScaleNum,
-//	         Orientation and Opaque (1 byte each), then for replyImage the
-//	         Width·Height·4 bytes of NRGBA, for replyError the message's
-//	         length (uint32) and the message
+//	         Orientation and Opaque (1 byte each), then for replyError the
+//	         message's length (uint32) and the message; for replyImage the
+//	         Width·Height·4 bytes of NRGBA are at the start of the shared
+//	         memory (file descriptor 3 in the child)
 const (
 	replyImage = 0
 	replyError = 1
 )
 
-func serveChild(r io.Reader, w io.Writer) error {
+func serveChild(r io.Reader, w io.Writer, mem *shm) error {
 	in := bufio.NewReaderSize(r, 1<<16)
 	out := bufio.NewWriterSize(w, 1<<16)
 	var data []byte
@@ -122,10 +126,14 @@ func serveChild(r io.Reader, w io.Writer) error {
 			out.Write(hdr[:])
 			out.WriteString(err.Error())
 		} else {
+			view, err := mem.view(len(img.Pix), true)
+			if err != nil {
+				return err
+			}
+			copy(view, img.Pix) // decodeOther's images are w×h with stride 4w
+			Release(img)
 			hdr[0] = replyImage
 			out.Write(hdr[:12])
-			out.Write(img.Pix) // decodeOther's images are w×h with stride 4w
-			Release(img)
 		}
 		if err := out.Flush(); err != nil {
 			return err
@@ -179,6 +187,7 @@ type child struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	out    *bufio.Reader
+	mem    *shm
 	stderr *headBuffer   // the start of what it wrote during the current decode
 	done   chan struct{} // closed once the process is waited for
 }
@@ -186,8 +195,13 @@ type child struct {
 func startChild(exe string) (*child, error) {
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
-	c := &child{cmd: cmd, stderr: &headBuffer{max: 4 << 10}, done: make(chan struct{})}
+	mem, err := newShm()
+	if err != nil {
+		return nil, fmt.Errorf("starting a decoding process: %w", err)
+	}
+	c := &child{cmd: cmd, mem: mem, stderr: &headBuffer{max: 4 << 10}, done: make(chan struct{})}
 	cmd.Stderr = c.stderr
+	cmd.ExtraFiles = []*os.File{mem.f}
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("starting a decoding process: %w", err)
@@ -197,6 +211,7 @@ func startChild(exe string) (*child, error) {
 		return nil, fmt.Errorf("starting a decoding process: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
+		mem.close()
 		return nil, fmt.Errorf("starting a decoding process (%s): %w", exe, err)
 	}
 	c.in, c.out = in, bufio.NewReaderSize(out, 1<<16)
@@ -280,10 +295,12 @@ func (c *child) decode(format string, data []byte, maxPixels int64, info Info) (
 	}
 	// The child checked the size against maxPixels before it decoded.
 	img := newNRGBA(info.Width, info.Height)
-	if _, err := io.ReadFull(c.out, img.Pix); err != nil {
+	view, err := c.mem.view(len(img.Pix), false)
+	if err != nil {
 		Release(img)
-		return nil, info, gone()
+		return nil, info, fmt.Errorf("reading a decoding process's image: %w", err)
 	}
+	copy(img.Pix, view)
 	return img, info, nil
 }
 
@@ -292,6 +309,7 @@ func (c *child) kill() {
 	c.cmd.Process.Kill()
 	c.in.Close()
 	<-c.done
+	c.mem.close()
 }
 
 // headBuffer keeps the first max bytes written to it: the start of a

@@ -3,8 +3,10 @@
 package imgdec
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +57,21 @@ func BenchmarkIsolation(b *testing.B) {
 		for i, p := range picked {
 			out := filepath.Join(dir, fmt.Sprintf("%02d%s", i, f.ext))
 			if _, err := os.Stat(out); err != nil {
-				c := f.enc(p, out+".tmp")
+				// The encoders take the photo as an RGB PNG: heif-enc
+				// refuses grey and CMYK JPEGs.
+				img, _, err := Decode(readFile(b, p), Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rgb := filepath.Join(b.TempDir(), "rgb.png")
+				var buf bytes.Buffer
+				if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&buf, img); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.WriteFile(rgb, buf.Bytes(), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				c := f.enc(rgb, out+".tmp")
 				if msg, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
 					b.Fatalf("%v: %v\n%s", c, err, msg)
 				}

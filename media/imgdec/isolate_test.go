@@ -175,6 +175,7 @@ func (p *childPool) close() {
 	for _, c := range idle {
 		c.in.Close()
 		<-c.done
+		c.mem.close()
 	}
 }
 
