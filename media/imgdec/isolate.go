@@ -10,10 +10,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -70,6 +72,10 @@ func ChildMain() bool {
 	if os.Getenv(childEnv) != "1" {
 		return false
 	}
+	// A child lives as long as its stdin: Ctrl-C, or a SIGTERM sent to
+	// the whole job, must not end it mid-decode and have its file
+	// refused; the parent stops on them, and its children with it.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	if err := serveChild(os.Stdin, os.Stdout, &shm{f: os.NewFile(3, "shared memory")}); err != nil {
 		fmt.Fprintln(os.Stderr, "prep decoding child:", err)
 		os.Exit(1)
@@ -150,18 +156,25 @@ type childPool struct {
 
 // decode decodes data of format in a child.
 func (p *childPool) decode(format string, data []byte, maxPixels int64, info Info) (*image.NRGBA, Info, error) {
-	c, err := p.get()
-	if err != nil {
-		return nil, info, err
-	}
-	img, info, err := c.decode(format, data, maxPixels, info)
-	var gone *childGone
-	if errors.As(err, &gone) {
+	for try := 1; ; try++ {
+		c, err := p.get()
+		if err != nil {
+			return nil, info, err
+		}
+		img, got, err := c.decode(format, data, maxPixels, info)
+		var gone *childGone
+		if !errors.As(err, &gone) {
+			p.put(c)
+			return img, got, err
+		}
 		c.kill()
-		return nil, info, fmt.Errorf("corrupt %s: %s", otherFormats[format].name, gone.why(format))
+		// A child can also be killed from outside (the OOM killer takes
+		// the largest process): a second child tells that from a file
+		// that crashes the library each time.
+		if gone.timeout || try == 2 {
+			return nil, got, fmt.Errorf("corrupt %s: %s", otherFormats[format].name, gone.why(format))
+		}
 	}
-	p.put(c)
-	return img, info, err
 }
 
 func (p *childPool) get() (*child, error) {
@@ -247,7 +260,7 @@ func (g *childGone) why(format string) string {
 	if first, _, _ := strings.Cut(strings.TrimSpace(g.c.stderr.String()), "\n"); first != "" {
 		how += ": " + first // Go's crash report starts "SIGSEGV: segmentation violation"
 	}
-	return fmt.Sprintf("%s crashed decoding it (%s); the file is damaged or made to crash decoders: check it with %s, or leave it out", lib, how, checkTool(format))
+	return fmt.Sprintf("%s crashed decoding it, twice (%s); the file is damaged or made to crash decoders: check it with %s, or leave it out", lib, how, checkTool(format))
 }
 
 func checkTool(format string) string {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -122,8 +123,8 @@ func TestIsolatedDecode(t *testing.T) {
 }
 
 // TestIsolatedCrash: libheif, given an item reference loop, crashes its
-// child, not this process; the file is refused with why, and the next
-// file gets a new child.
+// child, not this process, and a second child; the file is refused with
+// why, and the next file gets a new child.
 func TestIsolatedCrash(t *testing.T) {
 	needTurbo(t)
 	good := seed(t, "s.heic")
@@ -134,17 +135,43 @@ func TestIsolatedCrash(t *testing.T) {
 	loop := bytes.Clone(good)
 	loop[at+9] = 2 // as in TestHEIFRefLoop
 	isolate(t, "PREP_TEST_UNSCREENED", "1")
-	for range 2 {
-		_, _, err := Decode(loop, Options{})
-		const want = "corrupt HEIF: libheif crashed decoding it (exit status 2: SIGSEGV: segmentation violation); the file is damaged or made to crash decoders: check it with heif-convert, or leave it out"
-		if err == nil || err.Error() != want {
-			t.Errorf("looped HEIC: %v\nwant %s", err, want)
-		}
-		img, _, err := Decode(good, Options{})
-		if err != nil {
-			t.Fatalf("the seed after a crash: %v", err)
+	_, _, err := Decode(loop, Options{})
+	const want = "corrupt HEIF: libheif crashed decoding it, twice (exit status 2: SIGSEGV: segmentation violation); the file is damaged or made to crash decoders: check it with heif-convert, or leave it out"
+	if err == nil || err.Error() != want {
+		t.Errorf("looped HEIC: %v\nwant %s", err, want)
+	}
+	img, _, err := Decode(good, Options{})
+	if err != nil {
+		t.Fatalf("the seed after a crash: %v", err)
+	}
+	Release(img)
+}
+
+// TestIsolatedSignals: a child ignores SIGINT and SIGTERM (Ctrl-C reaches
+// the whole process group; the parent decides), and a child killed from
+// outside mid-decode, as by the OOM killer, costs a retry in a new child,
+// not the file.
+func TestIsolatedSignals(t *testing.T) {
+	needTurbo(t)
+	p := isolate(t, "PREP_TEST_SLOW_HEIF", "600ms")
+	heic := seed(t, "s.heic")
+	want, _, err := Decode(heic, Options{}) // starts the child
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Release(want)
+	pid := p.idle[0].cmd.Process.Pid
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+		c := p.idle[0]
+		time.AfterFunc(200*time.Millisecond, func() { c.cmd.Process.Signal(sig) })
+		img, _, err := Decode(heic, Options{})
+		if err != nil || !bytes.Equal(img.Pix, want.Pix) {
+			t.Fatalf("%v mid-decode: %v", sig, err)
 		}
 		Release(img)
+		if now := p.idle[0].cmd.Process.Pid; (now == pid) != (sig != syscall.SIGKILL) {
+			t.Errorf("after %v the child is %d, was %d", sig, now, pid)
+		}
 	}
 }
 
