@@ -134,9 +134,7 @@ func main() {
 	if imgdec.ChildMain() {
 		return
 	}
-	if exe, err := os.Executable(); err == nil {
-		imgdec.Isolate(exe)
-	}
+	imgdec.Isolate()
 	os.Exit(run(os.Args[1:]))
 }
 

@@ -54,15 +54,17 @@ var childTimeout = 2 * time.Minute
 var isolation atomic.Pointer[childPool]
 
 // Isolate makes HEIF, AVIF and JPEG XL decodes run in child processes
-// started from exe, which must call ChildMain first thing in main. A
-// build without cgo, which refuses those files, starts none.
-func Isolate(exe string) {
+// that run this executable, whose main must call ChildMain first thing.
+// They start from /proc/self/exe, the very file this process runs even if
+// a new prep was installed over it meanwhile. A build without cgo, which
+// refuses those files, starts none.
+func Isolate() {
 	if cDecoders && sharedMemory {
-		isolation.Store(&childPool{exe: exe})
+		isolation.Store(&childPool{exe: "/proc/self/exe"})
 	}
 }
 
-// Isolated reports whether Isolate was called.
+// Isolated reports whether decodes run in child processes.
 func Isolated() bool { return isolation.Load() != nil }
 
 // ChildMain serves decodes on stdin and stdout and reports true when this

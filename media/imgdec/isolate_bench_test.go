@@ -109,11 +109,7 @@ func BenchmarkIsolation(b *testing.B) {
 					wg.Wait()
 					return time.Since(start)
 				}
-				exe, err := os.Executable()
-				if err != nil {
-					b.Fatal(err)
-				}
-				Isolate(exe)
+				Isolate()
 				pool := isolation.Load()
 				pass() // start the children
 				isolation.Store(nil)

@@ -39,14 +39,10 @@ func TestMain(m *testing.M) {
 // get from the environment, and ends it and its children after.
 func isolate(t testing.TB, env ...string) *childPool {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := 0; i+1 < len(env); i += 2 {
 		t.Setenv(env[i], env[i+1])
 	}
-	Isolate(exe)
+	Isolate()
 	p := isolation.Load()
 	t.Cleanup(func() {
 		isolation.Store(nil)
