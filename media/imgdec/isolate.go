@@ -219,14 +219,16 @@ func startChild(exe string) (*child, error) {
 	cmd.ExtraFiles = []*os.File{mem.f}
 	in, err := cmd.StdinPipe()
 	if err != nil {
+		mem.close()
 		return nil, fmt.Errorf("starting a decoding process: %w", err)
 	}
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("starting a decoding process: %w", err)
+	if err == nil {
+		err = cmd.Start()
 	}
-	if err := cmd.Start(); err != nil {
+	if err != nil {
 		mem.close()
+		in.Close()
 		return nil, fmt.Errorf("starting a decoding process (%s): %w", exe, err)
 	}
 	c.in, c.out = in, bufio.NewReaderSize(out, 1<<16)
@@ -298,23 +300,33 @@ func (c *child) decode(format string, data []byte, maxPixels int64, info Info) (
 	}
 	info.Width, info.Height = int(binary.BigEndian.Uint32(hdr[1:])), int(binary.BigEndian.Uint32(hdr[5:]))
 	info.ScaleNum, info.Orientation, info.Opaque = int(hdr[9]), int(hdr[10]), hdr[11] == 1
-	if hdr[0] == replyError {
+	// What a child says is checked as a file would be: a file that took
+	// over libheif could make its child say anything.
+	switch {
+	case hdr[0] == replyError:
 		if _, err := io.ReadFull(c.out, hdr[12:]); err != nil {
 			return nil, info, gone()
 		}
-		msg := make([]byte, binary.BigEndian.Uint32(hdr[12:]))
+		n := binary.BigEndian.Uint32(hdr[12:])
+		if n > 64<<10 {
+			return nil, info, gone()
+		}
+		msg := make([]byte, n)
 		if _, err := io.ReadFull(c.out, msg); err != nil {
 			return nil, info, gone()
 		}
 		return nil, info, errors.New(string(msg))
+	case hdr[0] != replyImage || checkSize(info.Width, info.Height, maxPixels) != nil ||
+		uint64(info.Width)*uint64(info.Height) > 1<<40: // --max-pixels -1
+		c.cmd.Process.Kill()
+		return nil, info, gone()
 	}
-	// The child checked the size against maxPixels before it decoded.
-	img := newNRGBA(info.Width, info.Height)
-	view, err := c.mem.view(len(img.Pix), false)
+	view, err := c.mem.view(4*info.Width*info.Height, false)
 	if err != nil {
-		Release(img)
-		return nil, info, fmt.Errorf("reading a decoding process's image: %w", err)
+		c.cmd.Process.Kill()
+		return nil, info, gone()
 	}
+	img := newNRGBA(info.Width, info.Height)
 	copy(img.Pix, view)
 	return img, info, nil
 }

@@ -2,7 +2,9 @@ package imgdec
 
 import (
 	"bytes"
+	"encoding/binary"
 	"image"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,10 +31,30 @@ func TestMain(m *testing.M) {
 			}
 			otherFormats["heif"] = f
 		}
+		if os.Getenv("PREP_TEST_LIAR") == "1" {
+			lie()
+		}
 		ChildMain()
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// lie answers each request as a child taken over by a crafted file
+// could: an image of 2^31 × 2^31 pixels, not in the shared memory.
+func lie() {
+	for {
+		var req [17]byte
+		if _, err := io.ReadFull(os.Stdin, req[:]); err != nil {
+			os.Exit(0)
+		}
+		io.CopyN(io.Discard, os.Stdin, int64(binary.BigEndian.Uint64(req[9:])))
+		hdr := [12]byte{replyImage}
+		binary.BigEndian.PutUint32(hdr[1:], 1<<31)
+		binary.BigEndian.PutUint32(hdr[5:], 1<<31)
+		hdr[9], hdr[10] = 8, 1
+		os.Stdout.Write(hdr[:])
+	}
 }
 
 // isolate turns isolation on for the test, with the settings the children
@@ -207,4 +229,17 @@ func (p *childPool) size() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.idle)
+}
+
+// TestIsolatedLiar: what a child answers is checked as a file would be: a
+// size over the pixel limit, or not in the shared memory, is refused,
+// nothing of it allocated.
+func TestIsolatedLiar(t *testing.T) {
+	needTurbo(t)
+	isolate(t, "PREP_TEST_LIAR", "1")
+	for _, limit := range []int64{0, -1} {
+		if img, _, err := Decode(seed(t, "s.heic"), Options{MaxPixels: limit}); err == nil || !strings.HasPrefix(err.Error(), "corrupt HEIF: libheif crashed decoding it, twice (signal: killed)") {
+			t.Errorf("limit %d: %v, %v", limit, img != nil, err)
+		}
+	}
 }
