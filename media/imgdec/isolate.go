@@ -43,6 +43,9 @@ import (
 // childEnv marks a process started as a decoding child.
 const childEnv = "PREP_IMGDEC_CHILD"
 
+// childName is a child's argv[0] and process name.
+const childName = "prep-decode"
+
 // isolatedFormats are the formats decoded in children, by their index in
 // the protocol.
 var isolatedFormats = []string{"heif", "avif", "jxl"}
@@ -78,6 +81,7 @@ func ChildMain() bool {
 	// the whole job, must not end it mid-decode and have its file
 	// refused; the parent stops on them, and its children with it.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	nameChild()
 	if err := serveChild(os.Stdin, os.Stdout, &shm{f: os.NewFile(3, "shared memory")}); err != nil {
 		fmt.Fprintln(os.Stderr, "prep decoding child:", err)
 		os.Exit(1)
@@ -209,6 +213,7 @@ type child struct {
 
 func startChild(exe string) (*child, error) {
 	cmd := exec.Command(exe)
+	cmd.Args[0] = childName // what ps and top show, rather than "exe"
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	mem, err := newShm()
 	if err != nil {

@@ -9,6 +9,12 @@ import (
 
 const sharedMemory = true
 
+// nameChild names this process prep-decode for ps and top, which would
+// say "exe": the name of the file it was started from, /proc/self/exe.
+func nameChild() {
+	os.WriteFile("/proc/self/comm", []byte(childName), 0) // best effort: only a name
+}
+
 // shm is the memory a parent and its decoding child share: a memfd,
 // grown by the child to the largest image it has sent, mapped by each.
 type shm struct {

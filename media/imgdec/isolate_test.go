@@ -3,6 +3,7 @@ package imgdec
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"image"
 	"io"
 	"os"
@@ -179,6 +180,9 @@ func TestIsolatedSignals(t *testing.T) {
 	}
 	defer Release(want)
 	pid := p.idle[0].cmd.Process.Pid
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || string(comm) != childName+"\n" {
+		t.Errorf("the child's name: %q, %v; want %s", comm, err, childName)
+	}
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
 		c := p.idle[0]
 		time.AfterFunc(200*time.Millisecond, func() { c.cmd.Process.Signal(sig) })
