@@ -22,12 +22,20 @@ type shm struct {
 	b []byte // the mapping, as large as the file when it was made
 }
 
+// newShm makes the memory, sealed against shrinking: the parent reads
+// what it maps, and a page cut off under it would be a SIGBUS in the
+// parent, which a child taken over by a crafted file could cause.
 func newShm() (*shm, error) {
-	fd, err := unix.MemfdCreate("prep-imgdec", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("prep-imgdec", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create: %w", err)
 	}
-	return &shm{f: os.NewFile(uintptr(fd), "prep-imgdec")}, nil
+	f := os.NewFile(uintptr(fd), "prep-imgdec")
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sealing a memfd: %w", err)
+	}
+	return &shm{f: f}, nil
 }
 
 // view returns the first n bytes of the shared memory, mapped anew when
@@ -49,7 +57,11 @@ func (m *shm) view(n int, grow bool) ([]byte, error) {
 		return nil, fmt.Errorf("the shared memory holds %d bytes, not the %d of the image", size, n)
 	}
 	m.unmap()
-	b, err := unix.Mmap(int(m.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	prot := unix.PROT_READ // the parent only reads
+	if grow {
+		prot |= unix.PROT_WRITE
+	}
+	b, err := unix.Mmap(int(m.f.Fd()), 0, int(size), prot, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mapping %d bytes of shared memory: %w", size, err)
 	}

@@ -247,3 +247,29 @@ func TestIsolatedLiar(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedMemorySealed: the memory a child writes its images to can
+// grow but not shrink, so the parent never reads a page cut off under it.
+func TestSharedMemorySealed(t *testing.T) {
+	if !sharedMemory {
+		t.Skip("no shared memory on this system: decodes stay in process")
+	}
+	m, err := newShm()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	child, err := m.view(3<<20, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child[len(child)-1] = 7
+	if err := m.f.Truncate(1 << 20); err == nil {
+		t.Error("the shared memory shrank")
+	}
+	parent := &shm{f: m.f}
+	if view, err := parent.view(3<<20, false); err != nil || view[len(view)-1] != 7 {
+		t.Errorf("the parent's view: %v", err)
+	}
+	parent.unmap()
+}
