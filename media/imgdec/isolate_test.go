@@ -16,10 +16,10 @@ import (
 )
 
 // TestMain lets the test binary serve as its own decoding child, as prep
-// does (cmd/prep's main). Two settings, read in the child, make it fail on
-// purpose: PREP_TEST_UNSCREENED hands libheif the files heifRefLoop
+// does (cmd/prep's main). Three settings, read in the child, make it fail
+// on purpose: PREP_TEST_UNSCREENED hands libheif the files heifRefLoop
 // refuses, so that it crashes; PREP_TEST_SLOW_HEIF makes each HEIF decode
-// take that long.
+// take that long; PREP_TEST_LIAR makes it answer nonsense (lie).
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		screenHEIF = os.Getenv("PREP_TEST_UNSCREENED") != "1"
