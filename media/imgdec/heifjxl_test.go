@@ -251,16 +251,7 @@ func run(t *testing.T, cmd []string, in, out string) {
 // crashing the process), are refused before libheif sees them; the seed
 // they were mutated from is not.
 func TestHEIFRefLoop(t *testing.T) {
-	good, err := os.ReadFile(filepath.Join("testdata", "seeds", "s.heic"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := bytes.Index(good, []byte("dimg\x00\x04\x00\x01\x00\x03")) // alpha grid 4 <- tile 3
-	if at < 0 {
-		t.Fatal("the seed's iref is not as made")
-	}
-	bad := bytes.Clone(good)
-	bad[at+9] = 2 // its tile is now item 2, the image it is the alpha of
+	good, bad, at := loopedHEIC(t)
 	cut := bytes.Clone(bad)
 	cut[at+10] = 0xf9 // and the auxl box after it claims 4 GB
 	// The looped copy with its first reference box's size 0 ("to the
@@ -292,6 +283,21 @@ func TestHEIFRefLoop(t *testing.T) {
 	} else {
 		Release(img)
 	}
+}
+
+// loopedHEIC returns the seed HEIC and a copy whose alpha grid's tile is
+// the image it is the alpha of (FuzzHEIFJXL's first find), and where in
+// them that reference is.
+func loopedHEIC(t testing.TB) (good, bad []byte, at int) {
+	t.Helper()
+	good = seed(t, "s.heic")
+	at = bytes.Index(good, []byte("dimg\x00\x04\x00\x01\x00\x03")) // alpha grid 4 <- tile 3
+	if at < 0 {
+		t.Fatal("the seed's iref is not as made")
+	}
+	bad = bytes.Clone(good)
+	bad[at+9] = 2 // its tile is now item 2, the image it is the alpha of
+	return good, bad, at
 }
 
 // FuzzHEIFJXL feeds libheif and libjxl, through prep's bindings, mutated

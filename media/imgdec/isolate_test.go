@@ -146,13 +146,7 @@ func TestIsolatedDecode(t *testing.T) {
 // why, and the next file gets a new child.
 func TestIsolatedCrash(t *testing.T) {
 	needTurbo(t)
-	good := seed(t, "s.heic")
-	at := bytes.Index(good, []byte("dimg\x00\x04\x00\x01\x00\x03"))
-	if at < 0 {
-		t.Fatal("the seed's iref is not as made")
-	}
-	loop := bytes.Clone(good)
-	loop[at+9] = 2 // as in TestHEIFRefLoop
+	good, loop, _ := loopedHEIC(t)
 	isolate(t, "PREP_TEST_UNSCREENED", "1")
 	_, _, err := Decode(loop, Options{})
 	const want = "corrupt HEIF: libheif crashed decoding it, twice (exit status 2: SIGSEGV: segmentation violation); the file is damaged or made to crash decoders: check it with heif-convert, or leave it out"
