@@ -62,6 +62,13 @@ while read -r importpath dir; do
 			echo "fuzz: $target: passed (ended by Go's own end-of-run deadline error, no failing input: golang/go#75804, fixed in Go 1.27)"
 		else
 			cat "$bin/out"
+			# The input is written in this clone only: print it, so that a
+			# CI log is enough to add it as a regression seed elsewhere.
+			grep -o 'Failing input written to [^ ]*' "$bin/out" | cut -d' ' -f5 | while read -r f; do
+				echo "fuzz: the failing input, $dir/$f (first 8 KB):"
+				head -c 8192 "$dir/$f"
+				echo
+			done
 			echo "fuzz: $importpath $target failed" >&2
 			exit 1
 		fi
