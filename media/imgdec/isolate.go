@@ -61,11 +61,36 @@ var isolation atomic.Pointer[childPool]
 // They start from /proc/self/exe, the very file this process runs even if
 // a new prep was installed over it meanwhile. A build without cgo, which
 // refuses those files, starts none.
+//
+// PREP_DECODE_IN_PROCESS=1 keeps them in process, for a system where a
+// child cannot be started (the error says so); so does a system without
+// /proc.
 func Isolate() {
-	if cDecoders && sharedMemory {
-		isolation.Store(&childPool{exe: "/proc/self/exe"})
+	var p *childPool
+	if _, err := os.Stat(selfExe); err == nil && cDecoders && sharedMemory && os.Getenv(inProcessEnv) != "1" {
+		p = &childPool{exe: selfExe}
 	}
+	isolation.Store(p)
 }
+
+const (
+	selfExe      = "/proc/self/exe"
+	inProcessEnv = "PREP_DECODE_IN_PROCESS"
+)
+
+// startError is a child that could not be started: the machine's fault,
+// not the file's, so it stops a conversion (convert.IsFatal) rather than
+// refusing every HEIF file.
+type startError struct{ err error }
+
+func (e startError) Error() string {
+	return fmt.Sprintf("HEIF, AVIF and JPEG XL files are decoded in child processes, and one could not be started: %v (to decode them in prep's own process instead, where a file that crashes libheif or libjxl ends the run, set %s=1)", e.err, inProcessEnv)
+}
+
+func (e startError) Unwrap() error { return e.err }
+
+// Fatal marks the error for convert.IsFatal.
+func (startError) Fatal() bool { return true }
 
 // Isolated reports whether decodes run in child processes.
 func Isolated() bool { return isolation.Load() != nil }
@@ -192,7 +217,11 @@ func (p *childPool) get() (*child, error) {
 		return c, nil
 	}
 	p.mu.Unlock()
-	return startChild(p.exe)
+	c, err := startChild(p.exe)
+	if err != nil {
+		return nil, startError{err}
+	}
+	return c, nil
 }
 
 func (p *childPool) put(c *child) {
@@ -217,7 +246,7 @@ func startChild(exe string) (*child, error) {
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	mem, err := newShm()
 	if err != nil {
-		return nil, fmt.Errorf("starting a decoding process: %w", err)
+		return nil, err
 	}
 	c := &child{cmd: cmd, mem: mem, stderr: &headBuffer{max: 4 << 10}, done: make(chan struct{})}
 	cmd.Stderr = c.stderr
@@ -225,7 +254,7 @@ func startChild(exe string) (*child, error) {
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		mem.close()
-		return nil, fmt.Errorf("starting a decoding process: %w", err)
+		return nil, err
 	}
 	out, err := cmd.StdoutPipe()
 	if err == nil {
@@ -234,7 +263,7 @@ func startChild(exe string) (*child, error) {
 	if err != nil {
 		mem.close()
 		in.Close()
-		return nil, fmt.Errorf("starting a decoding process (%s): %w", exe, err)
+		return nil, fmt.Errorf("%s: %w", exe, err)
 	}
 	c.in, c.out = in, bufio.NewReaderSize(out, 1<<16)
 	// A child ends when its stdin closes: when the pool kills it, or when

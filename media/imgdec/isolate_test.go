@@ -3,6 +3,7 @@ package imgdec
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"image"
 	"io"
@@ -266,4 +267,25 @@ func TestSharedMemorySealed(t *testing.T) {
 		t.Errorf("the parent's view: %v", err)
 	}
 	parent.unmap()
+}
+
+// TestIsolatedStartFails: a child that cannot be started stops the run
+// (the error is Fatal, for convert.IsFatal) and names the way out, rather
+// than refusing every HEIF file as damaged.
+func TestIsolatedStartFails(t *testing.T) {
+	needTurbo(t)
+	isolate(t)
+	isolation.Store(&childPool{exe: filepath.Join(t.TempDir(), "gone")})
+	_, _, err := Decode(seed(t, "s.heic"), Options{})
+	var f interface{ Fatal() bool }
+	if err == nil || !errors.As(err, &f) || !f.Fatal() ||
+		!strings.HasPrefix(err.Error(), "HEIF, AVIF and JPEG XL files are decoded in child processes, and one could not be started: ") ||
+		!strings.HasSuffix(err.Error(), "set PREP_DECODE_IN_PROCESS=1)") {
+		t.Errorf("Decode: %v", err)
+	}
+	t.Setenv(inProcessEnv, "1")
+	Isolate()
+	if Isolated() {
+		t.Errorf("%s=1: still isolated", inProcessEnv)
+	}
 }
