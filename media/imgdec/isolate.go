@@ -40,11 +40,12 @@ import (
 // Only Linux has both memfd and the machines prep runs on; elsewhere the
 // decodes stay in process.
 
-// childEnv marks a process started as a decoding child.
-const childEnv = "PREP_IMGDEC_CHILD"
-
-// childName is a child's argv[0] and process name.
-const childName = "prep-decode"
+const (
+	childEnv     = "PREP_IMGDEC_CHILD"      // marks a process started as a decoding child
+	childName    = "prep-decode"            // a child's argv[0] and process name
+	selfExe      = "/proc/self/exe"         // what a child runs
+	inProcessEnv = "PREP_DECODE_IN_PROCESS" // =1: no children
+)
 
 // isolatedFormats are the formats decoded in children, by their index in
 // the protocol.
@@ -72,11 +73,6 @@ func Isolate() {
 	}
 	isolation.Store(p)
 }
-
-const (
-	selfExe      = "/proc/self/exe"
-	inProcessEnv = "PREP_DECODE_IN_PROCESS"
-)
 
 // startError is a child that could not be started: the machine's fault,
 // not the file's, so it stops a conversion (convert.IsFatal) rather than
