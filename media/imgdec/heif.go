@@ -46,25 +46,18 @@ func heifRefLoop(data []byte) bool {
 		r.b = rest
 		size, typ := r.header()
 		from := r.id()
-		n := r.u16()
-		tos := make([]uint32, 0, min(int(n), len(r.b)/2))
-		for range n {
-			if tos = append(tos, r.id()); r.cut {
-				return true
-			}
-		}
-		if r.cut || uint64(len(rest)-len(r.b)) != size {
-			return true
-		}
-		rest = r.b
-		for _, to := range tos {
-			switch typ {
+		for n := r.u16(); n > 0 && !r.cut; n-- {
+			switch to := r.id(); typ {
 			case "dimg":
 				edges[from] = append(edges[from], to)
 			case "auxl":
 				edges[to] = append(edges[to], from)
 			}
 		}
+		if r.cut || uint64(len(rest)-len(r.b)) != size {
+			return true
+		}
+		rest = r.b
 	}
 	// Depth-first, colouring items: 1 on the path, 2 done.
 	state := map[uint32]int{}

@@ -77,13 +77,10 @@ func isolate(t testing.TB, env ...string) *childPool {
 	return p
 }
 
+// seed reads one of the files under testdata/seeds.
 func seed(t testing.TB, name string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "seeds", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return readFile(t, filepath.Join("testdata", "seeds", name))
 }
 
 // TestIsolatedDecode: a child decodes HEIC, AVIF and JPEG XL to the same
